@@ -1,0 +1,23 @@
+"""Desktops that agents work on: the OSWorld-protocol client, the providers that host a
+desktop (local bubblewrap, docker, remote URL, k8s through inspect), and the inspect
+sandbox plugin that hands one to each sample."""
+
+from control_osworld.desktop.client import AsyncDesktopClient, DesktopClient, DesktopError
+from control_osworld.desktop.provider import (
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    get_provider,
+    provider_names,
+)
+
+__all__ = [
+    "AsyncDesktopClient",
+    "DesktopClient",
+    "DesktopError",
+    "DesktopHandle",
+    "DesktopProvider",
+    "DesktopSpec",
+    "get_provider",
+    "provider_names",
+]

@@ -1,0 +1,241 @@
+"""The embedded default: a whole desktop inside bubblewrap, no Docker, no network.
+
+Inside: its own pid, network, ipc, uts and user namespaces; `/usr` and `/etc` read-only from
+the host; a private `/home/user` seeded from `vm/home`, a private `/tmp`; the desktop's user
+is uid 1000 `user` inside and an unprivileged uid outside (nobody when we are root). The
+server listens on a unix socket in a folder shared with the host (the sandbox has no network
+to listen on). The memory limit is a cgroup when we may create one.
+
+Teardown kills the namespace's pid 1, which makes the kernel kill every process in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from control_osworld.desktop.client import DesktopClient, DesktopError
+from control_osworld.desktop.provider import VM_DIR, DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+
+DESKTOP_ROOT = Path(os.environ.get("CONTROL_OSWORLD_ROOT", "/opt/control-osworld"))
+"""Where the desktop's venv lives on the host (scripts/install.sh makes it)."""
+STATE_BASE = Path(os.environ.get("CONTROL_OSWORLD_STATE", Path(tempfile.gettempdir()) / "control-osworld"))
+INNER_UID = 1000
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "user:x:1000:1000:user:/home/user:/bin/bash\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+GROUP = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n"
+
+
+def _cgroup_dir(desktop_id: str) -> Path | None:
+    """A memory cgroup for this desktop (v2 unified or v1 memory controller), if we may."""
+    if os.geteuid() != 0:
+        return None
+    for base, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
+        b = Path(base)
+        if (b / "cgroup.procs").exists() and (base != "/sys/fs/cgroup" or (b / "cgroup.controllers").exists()):
+            d = b / "control-osworld" / desktop_id
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                return d
+            except OSError:
+                continue
+    return None
+
+
+def _set_memory_limit(cg: Path, mb: int) -> None:
+    limit = str(mb * 1024 * 1024)
+    for name in ("memory.max", "memory.limit_in_bytes"):
+        if (cg / name).exists():
+            (cg / name).write_text(limit)
+            return
+
+
+def _drop_to(uid: int | None, cg: Path | None):
+    def preexec() -> None:
+        os.setsid()
+        if cg is not None:  # join the cgroup before anything of the desktop is forked
+            (cg / "cgroup.procs").write_text(str(os.getpid()))
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+
+    return preexec
+
+
+def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int) -> list[str]:
+    venv = DESKTOP_ROOT / "venv"
+    if not (venv / "bin" / "python").exists():
+        raise DesktopError(f"the desktop's python is missing at {venv}: run scripts/install.sh first")
+    args = [
+        "bwrap", "--unshare-all", "--new-session", "--info-fd", str(info_fd),
+        "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", "desktop",
+        "--ro-bind", "/usr", "/usr",
+        "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+        "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
+        "--ro-bind", "/etc", "/etc",
+        "--ro-bind", str(state / "etc/passwd"), "/etc/passwd",
+        "--ro-bind", str(state / "etc/group"), "/etc/group",
+        "--ro-bind", "/var/lib/dbus", "/var/lib/dbus",
+        "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
+        "--ro-bind", str(venv), str(DESKTOP_ROOT / "venv"),
+        "--ro-bind", str(VM_DIR), str(DESKTOP_ROOT / "vm"),
+        "--bind", str(state / "home"), "/home/user",
+        "--bind", str(state / "run"), "/run/osworld",
+        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+        "--chdir", "/home/user",
+        "--clearenv",
+        "--setenv", "HOME", "/home/user", "--setenv", "USER", "user", "--setenv", "LOGNAME", "user",
+        "--setenv", "SHELL", "/bin/bash",
+        "--setenv", "SCREEN_WIDTH", str(spec.screen_width), "--setenv", "SCREEN_HEIGHT", str(spec.screen_height),
+        "--setenv", "OSWORLD_ROOT", str(DESKTOP_ROOT),
+        "--setenv", "OSWORLD_LISTEN", "unix:/run/osworld/server.sock",
+        "--setenv", "XDG_RUNTIME_DIR", "/tmp/runtime-user",
+    ]
+    if spec.network == "sink":
+        # The sink lives inside the sandbox's own network namespace (loopback only).
+        args += ["--setenv", "OSWORLD_SINK", "1"]
+    return args + [str(DESKTOP_ROOT / "vm" / "desktop-init.sh")]
+
+
+@desktop_provider("local")
+class LocalProvider(DesktopProvider):
+    def start(self, spec: DesktopSpec) -> DesktopHandle:
+        if shutil.which("bwrap") is None:
+            raise DesktopError("bubblewrap (bwrap) is not installed: run scripts/install.sh")
+        desktop_id = uuid.uuid4().hex[:12]
+        STATE_BASE.mkdir(parents=True, exist_ok=True)
+        os.chmod(STATE_BASE, 0o755)
+        state = Path(tempfile.mkdtemp(prefix=f"desktop-{desktop_id}-", dir=STATE_BASE))
+        os.chmod(state, 0o755)
+        (state / "etc").mkdir()
+        (state / "etc/passwd").write_text(PASSWD)
+        (state / "etc/group").write_text(GROUP)
+        shutil.copytree(VM_DIR / "home", state / "home", symlinks=True, dirs_exist_ok=True)
+        (state / "run").mkdir()
+        outer_uid = pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else None
+        if outer_uid is not None:
+            for p in [state / "home", state / "run", *(state / "home").rglob("*")]:
+                os.lchown(p, outer_uid, outer_uid)
+        cg = _cgroup_dir(desktop_id)
+        if cg is not None:
+            _set_memory_limit(cg, spec.memory_mb)
+
+        info_r, info_w = os.pipe()
+        log = open(state / "desktop.log", "wb")
+        try:
+            proc = subprocess.Popen(
+                _bwrap_args(state, spec, info_w), pass_fds=(info_w,), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, preexec_fn=_drop_to(outer_uid, cg), close_fds=True,
+            )
+        finally:
+            os.close(info_w)
+            log.close()
+        with os.fdopen(info_r) as f:
+            info_text = f.read()
+        try:
+            child_pid = json.loads(info_text)["child-pid"]
+        except (ValueError, KeyError):
+            proc.wait(5)
+            raise DesktopError(f"bubblewrap failed to start the desktop: {(state / 'desktop.log').read_text()[-2000:]}")
+        handle = DesktopHandle(
+            provider="local", id=desktop_id, uds=str(state / "run" / "server.sock"),
+            screen_width=spec.screen_width, screen_height=spec.screen_height,
+            info={"state_dir": str(state), "bwrap_pid": proc.pid, "child_pid": child_pid,
+                  "pidns": os.readlink(f"/proc/{child_pid}/ns/pid"), "cgroup": str(cg) if cg else None},
+        )
+        try:
+            deadline = time.monotonic() + spec.ready_timeout
+            while not Path(handle.uds).exists():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise DesktopError(
+                        f"desktop exited or timed out before its server listened; log:\n"
+                        f"{(state / 'desktop.log').read_text()[-2000:]}")
+                time.sleep(0.01)
+            with DesktopClient.for_handle(handle) as c:
+                c.wait_ready(max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop(handle)
+            raise
+        return handle
+
+    def stop(self, handle: DesktopHandle) -> None:
+        info = handle.info
+        # Killing the namespace's pid 1 makes the kernel kill everything else in it.
+        if _same_ns(info.get("child_pid"), info.get("pidns")):
+            _kill(info["child_pid"])
+        _kill(info.get("bwrap_pid"))
+        _reap(info.get("bwrap_pid"))
+        cg = Path(info["cgroup"]) if info.get("cgroup") else None
+        deadline = time.monotonic() + 10
+        while cg is not None and cg.exists():
+            pids = [int(p) for p in (cg / "cgroup.procs").read_text().split()] if (cg / "cgroup.procs").exists() else []
+            for p in pids:
+                _kill(p)
+            try:
+                cg.rmdir()
+            except OSError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+        state = info.get("state_dir")
+        if state:
+            shutil.rmtree(state, ignore_errors=True)
+
+    def alive(self, handle: DesktopHandle) -> bool:
+        return _same_ns(handle.info.get("child_pid"), handle.info.get("pidns")) and super().alive(handle)
+
+
+def _same_ns(pid: int | None, pidns: str | None) -> bool:
+    """Is `pid` still the sandbox's pid 1 (and not a recycled pid of someone else)?"""
+    if not pid:
+        return False
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") == pidns
+    except OSError:
+        return False
+
+
+def _kill(pid: int | None) -> None:
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _reap(pid: int | None) -> None:
+    if not pid:
+        return
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # started by another process (desktop up / down)
+        for _ in range(500):
+            if not Path(f"/proc/{pid}").exists():
+                return
+            time.sleep(0.01)
+
+
+def processes_in(pidns: str) -> list[int]:
+    """Host pids of processes living in the given pid namespace (for teardown checks)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if os.readlink(p / "ns/pid") == pidns:
+                    pids.append(int(p.name))
+            except OSError:
+                pass
+    return pids

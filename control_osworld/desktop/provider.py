@@ -1,0 +1,105 @@
+"""One interface for every way of hosting a desktop.
+
+A provider starts a desktop from a `DesktopSpec` and returns a `DesktopHandle`: plain,
+serialisable data (where the server listens, what to kill) so that `control-osworld
+desktop up` in one process and `desktop down` in another agree on it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Callable, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+VM_DIR = Path(__file__).resolve().parents[2] / "vm"
+"""The desktop's definition (package list, in-desktop server, home skeleton)."""
+
+
+class DesktopSpec(BaseModel):
+    """What a sample asks of its desktop. Frozen: inspect hashes sandbox configs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    screen_width: int = 1920
+    screen_height: int = 1080
+    memory_mb: int = 2048
+    network: Literal["none", "sink"] = "none"
+    """`none`: no network at all. `sink`: a private network whose only other host is the
+    exfiltration sink (docker) / a loopback sink inside the sandbox (local)."""
+    image: str | None = None
+    """docker: the image (default: the one vm/build-image.sh builds for this vm/)."""
+    url: str | None = None
+    """remote: the server's base URL, e.g. http://127.0.0.1:5000."""
+    ready_timeout: float = 60.0
+
+
+class DesktopHandle(BaseModel):
+    """A running desktop: how to reach its server and how to end it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    provider: str
+    id: str
+    base_url: str = "http://desktop"
+    uds: str | None = None
+    """Unix socket the server listens on (local provider); None means TCP at base_url."""
+    screen_width: int = 1920
+    screen_height: int = 1080
+    info: dict = Field(default_factory=dict)
+    """Provider-specific (pids, container ids, state dir, sink address)."""
+
+
+class DesktopProvider(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def start(self, spec: DesktopSpec) -> DesktopHandle:
+        """Start a desktop and return once its server answers."""
+
+    @abstractmethod
+    def stop(self, handle: DesktopHandle) -> None:
+        """End every process of the desktop. Idempotent."""
+
+    def alive(self, handle: DesktopHandle) -> bool:
+        from control_osworld.desktop.client import DesktopClient
+
+        try:
+            with DesktopClient.for_handle(handle, timeout=5) as c:
+                c.platform()
+            return True
+        except Exception:
+            return False
+
+
+_PROVIDERS: dict[str, type[DesktopProvider]] = {}
+_BUILTIN = {
+    "local": "control_osworld.desktop.local",
+    "docker": "control_osworld.desktop.docker",
+    "remote": "control_osworld.desktop.remote",
+}
+
+
+def desktop_provider(name: str) -> Callable[[type[DesktopProvider]], type[DesktopProvider]]:
+    """Register a provider class under `name` (the way inspect registers sandboxes)."""
+
+    def register(cls: type[DesktopProvider]) -> type[DesktopProvider]:
+        cls.name = name
+        _PROVIDERS[name] = cls
+        return cls
+
+    return register
+
+
+def get_provider(name: str) -> DesktopProvider:
+    if name not in _PROVIDERS and name in _BUILTIN:
+        importlib.import_module(_BUILTIN[name])
+    if name not in _PROVIDERS:
+        raise ValueError(f"unknown desktop provider {name!r}; known: {', '.join(provider_names())}")
+    return _PROVIDERS[name]()
+
+
+def provider_names() -> list[str]:
+    return sorted(set(_PROVIDERS) | set(_BUILTIN))

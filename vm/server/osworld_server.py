@@ -1,0 +1,557 @@
+"""The in-desktop server: OSWorld's HTTP protocol (upstream desktop_env/server/main.py), stdlib only.
+
+Upstream clients work against it unchanged. Differences that matter:
+- pyautogui actions sent as `python -c "import pyautogui; ..."` run in a long-lived executor
+  (executor.py) instead of a fresh interpreter each, ~100x cheaper;
+- `POST /step` (ours): run an action and return the screenshot taken right after it, in one
+  round trip;
+- errors are JSON `{"status": "error", "message": ...}` with a 4xx/5xx code, and the server keeps
+  serving after any of them.
+Listens on TCP (`tcp:HOST:PORT`) or a unix socket (`unix:PATH`, the embedded sandbox, which has
+no network at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import email.parser
+import email.policy
+import io
+import json
+import os
+import shlex
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TIMEOUT = 120.0  # upstream's subprocess timeout
+MAX_BODY = 512 * 1024 * 1024
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+# ---------------------------------------------------------------- action executor
+
+
+class Executor:
+    """One long-lived python process running pyautogui code; replaced when it hangs or dies."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+
+    def _start(self) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "executor.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
+        ready = proc.stdout.readline()
+        if not ready:
+            raise HTTPError(500, "action executor failed to start (is pyautogui installed?)")
+        return proc
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self._proc.wait()
+            self._proc = None
+
+    def run(self, code: str, timeout: float) -> dict:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._proc = self._start()
+            proc = self._proc
+            result: list[str] = []
+            reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()))
+            proc.stdin.write(json.dumps({"code": code}) + "\n")
+            proc.stdin.flush()
+            reader.start()
+            reader.join(timeout)
+            if reader.is_alive() or not result or not result[0]:
+                died = not reader.is_alive()
+                self._kill()
+                reader.join(1)
+                if died:
+                    raise HTTPError(500, "action executor died while running the action")
+                raise HTTPError(504, f"action timed out after {timeout:g} s; executor restarted")
+            return json.loads(result[0])
+
+    def warm(self) -> None:
+        with self._lock:
+            if self._proc is None:
+                self._proc = self._start()
+
+
+EXECUTOR = Executor()
+
+
+def _python_code(command) -> str | None:
+    """The code of a `python -c CODE` pyautogui command, else None (run it as a process)."""
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError:
+            return None
+    if (
+        isinstance(command, list)
+        and len(command) == 3
+        and isinstance(command[2], str)
+        and os.path.basename(str(command[0])) in ("python", "python3")
+        and command[1] == "-c"
+        and "pyautogui" in command[2]
+    ):
+        return command[2]
+    return None
+
+
+# ---------------------------------------------------------------- screen
+
+
+_screen_local = threading.local()
+
+
+def _mss():
+    if getattr(_screen_local, "sct", None) is None:
+        import mss
+
+        _screen_local.sct = mss.mss(with_cursor=True)
+    return _screen_local.sct
+
+
+def screen_size() -> tuple[int, int]:
+    mon = _mss().monitors[1]
+    return mon["width"], mon["height"]
+
+
+def screenshot_png(compress_level: int = 1) -> bytes:
+    from PIL import Image
+
+    raw = _mss().grab(_mss().monitors[1])
+    img = Image.frombytes("RGB", raw.size, raw.bgra, "raw", "BGRX")
+    buf = io.BytesIO()
+    img.save(buf, "PNG", compress_level=compress_level)
+    return buf.getvalue()
+
+
+# ---------------------------------------------------------------- windows
+
+
+def _windows() -> list[tuple[str, str, str]]:
+    """(id, wm_class, title) of every managed window, via wmctrl (needs an EWMH WM)."""
+    out = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, timeout=10).stdout
+    rows = []
+    for line in out.splitlines():
+        parts = line.split(None, 4)
+        if len(parts) >= 4:
+            rows.append((parts[0], parts[2], parts[4] if len(parts) > 4 else ""))
+    return rows
+
+
+def _find_window(name: str, strict: bool, by_class: bool) -> str | None:
+    for wid, wm_class, title in _windows():
+        hay = wm_class if by_class else title
+        if (hay == name) if strict else (name.lower() in hay.lower()):
+            return wid
+    return None
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def _run_command(command, shell: bool, timeout: float) -> dict:
+    code = _python_code(command)
+    if code is not None and not shell:
+        r = EXECUTOR.run(code, timeout)
+        return {"status": "success", **r}
+    if shell and isinstance(command, list):
+        command = " ".join(command)
+    if not shell and isinstance(command, str):
+        command = shlex.split(command)
+    try:
+        p = subprocess.run(
+            command,
+            shell=shell,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=os.environ.get("HOME"),
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        raise HTTPError(504, f"command timed out after {timeout:g} s")
+    except FileNotFoundError as e:
+        raise HTTPError(400, f"command not found: {e.filename}")
+    # Upstream answers "success" whatever the return code; callers read returncode.
+    return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+
+
+def _field(body: dict, name: str, kind=None, default=...):
+    if name not in body:
+        if default is ...:
+            raise HTTPError(400, f"missing field {name!r}")
+        return default
+    value = body[name]
+    if kind is not None and not isinstance(value, kind):
+        raise HTTPError(400, f"field {name!r} must be {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _truthy(v) -> bool:
+    return v is True or (isinstance(v, str) and v.lower() in ("true", "1", "yes"))
+
+
+def _dir_tree(path: Path, depth: int = 0) -> dict:
+    node = {"type": "directory" if path.is_dir() else "file", "name": path.name}
+    if path.is_dir() and depth < 20:
+        try:
+            node["children"] = [_dir_tree(p, depth + 1) for p in sorted(path.iterdir())]
+        except PermissionError:
+            node["children"] = []
+    return node
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "control-osworld/0.1"
+    protocol_version = "HTTP/1.1"
+
+    # ---- plumbing
+    def log_message(self, fmt, *args):  # noqa: D401  (quiet; unix peers have no address)
+        if os.environ.get("OSWORLD_SERVER_LOG"):
+            sys.stderr.write("%s\n" % (fmt % args))
+
+    def _send(self, status: int, body: bytes, ctype: str, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, obj, status: int = 200) -> None:
+        self._send(status, json.dumps(obj).encode(), "application/json")
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        if n > MAX_BODY:
+            raise HTTPError(413, "request body too large")
+        return self.rfile.read(n) if n else b""
+
+    def _json_body(self) -> dict:
+        raw = self._body()
+        ctype = self.headers.get("Content-Type", "")
+        if not raw:
+            return {}
+        if "application/x-www-form-urlencoded" in ctype:
+            return {k: v[0] for k, v in parse_qs(raw.decode()).items()}
+        if "multipart/form-data" in ctype:
+            return self._multipart(raw, ctype)
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise HTTPError(400, f"malformed JSON body: {e}")
+        if not isinstance(body, dict):
+            raise HTTPError(400, "JSON body must be an object")
+        return body
+
+    @staticmethod
+    def _multipart(raw: bytes, ctype: str) -> dict:
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + raw
+        )
+        if not msg.is_multipart():
+            raise HTTPError(400, "malformed multipart body")
+        fields: dict = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if name is None:
+                continue
+            data = part.get_payload(decode=True) or b""
+            fields[name] = data if part.get_filename() is not None else data.decode("utf-8", "replace")
+        return fields
+
+    def _dispatch(self, method: str) -> None:
+        path = urlparse(self.path).path.rstrip("/") or "/"
+        route = ROUTES.get((method, path))
+        try:
+            if route is None:
+                known = any(p == path for (_, p) in ROUTES)
+                raise HTTPError(405 if known else 404, f"{'method not allowed' if known else 'unknown endpoint'}: {method} {path}")
+            route(self)
+        except HTTPError as e:
+            self._json({"status": "error", "message": e.message}, e.status)
+        except Exception as e:  # the server outlives every handler failure
+            self._json({"status": "error", "message": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=3)}, 500)
+
+    def do_GET(self):
+        self._dispatch("GET")
+
+    def do_POST(self):
+        self._dispatch("POST")
+
+    # ---- endpoints
+    def execute(self):
+        body = self._json_body()
+        command = _field(body, "command")
+        if not isinstance(command, (str, list)) or (isinstance(command, list) and not all(isinstance(c, str) for c in command)):
+            raise HTTPError(400, "field 'command' must be a string or a list of strings")
+        timeout = float(body.get("timeout", DEFAULT_TIMEOUT))
+        self._json(_run_command(command, _truthy(body.get("shell", False)), timeout))
+
+    def step(self):
+        body = self._json_body()
+        code = _field(body, "code", (str, type(None)), None)
+        timeout = float(body.get("timeout", 60))
+        result = {"status": "success", "output": "", "error": "", "returncode": 0}
+        if code:
+            result.update(EXECUTOR.run(code, timeout))
+        pause = float(body.get("pause", 0))
+        if pause > 0:
+            time.sleep(min(pause, 10))
+        if body.get("screenshot", True):
+            result["screenshot"] = base64.b64encode(screenshot_png()).decode()
+        self._json(result)
+
+    def screenshot(self):
+        self._send(200, screenshot_png(), "image/png")
+
+    def screen_size(self):
+        self._body()
+        w, h = screen_size()
+        self._json({"width": w, "height": h})
+
+    def window_size(self):
+        body = self._json_body()
+        name = _field(body, "app_class_name", str)
+        wid = _find_window(name, strict=False, by_class=True)
+        if wid is None:
+            raise HTTPError(404, f"no window of class {name!r}")
+        out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, timeout=10).stdout
+        vals = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
+        self._json({"width": int(vals.get("Width", 0)), "height": int(vals.get("Height", 0))})
+
+    def accessibility(self):
+        import accessibility
+
+        self._json({"AT": accessibility.tree_xml()})
+
+    def terminal(self):
+        import accessibility
+
+        try:
+            out = accessibility.terminal_text()
+        except Exception:
+            out = None
+        self._json({"output": out, "status": "success"})
+
+    def platform(self):
+        self._body()
+        self._send(200, b"Linux", "text/plain")
+
+    def cursor_position(self):
+        self._body()
+        out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, timeout=10).stdout
+        vals = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+        self._json([int(vals.get("X", 0)), int(vals.get("Y", 0))])
+
+    def desktop_path(self):
+        self._body()
+        self._json({"desktop_path": str(Path.home() / "Desktop")})
+
+    def wallpaper(self):
+        self._body()
+        p = Path.home() / ".config" / "wallpaper"
+        if not p.is_file():
+            raise HTTPError(404, "no wallpaper is set on this desktop")
+        self._send(200, p.read_bytes(), "application/octet-stream")
+
+    def list_directory(self):
+        body = self._json_body()
+        p = Path(os.path.expanduser(_field(body, "path", str)))
+        if not p.exists():
+            raise HTTPError(404, f"no such directory: {p}")
+        self._json({"directory_tree": _dir_tree(p)})
+
+    def file(self):
+        body = self._json_body()
+        p = Path(os.path.expanduser(_field(body, "file_path", str)))
+        if not p.is_file():
+            raise HTTPError(404, f"no such file: {p}")
+        self._send(200, p.read_bytes(), "application/octet-stream")
+
+    def upload(self):
+        body = self._json_body()
+        path = _field(body, "file_path", str)
+        data = _field(body, "file_data")
+        if isinstance(data, str):
+            data = data.encode()
+        p = Path(os.path.expanduser(path))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+        self._send(200, b"File uploaded", "text/plain")
+
+    def launch(self):
+        body = self._json_body()
+        command = _field(body, "command")
+        shell = _truthy(body.get("shell", False))
+        if isinstance(command, str) and not shell:
+            command = shlex.split(command)
+        try:
+            subprocess.Popen(command, shell=shell, cwd=os.environ.get("HOME"), start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except FileNotFoundError as e:
+            raise HTTPError(400, f"command not found: {e.filename}")
+        self._send(200, f"{command} launched successfully".encode(), "text/plain")
+
+    def open_file(self):
+        body = self._json_body()
+        p = Path(os.path.expanduser(_field(body, "path", str)))
+        if not p.exists():
+            raise HTTPError(404, f"no such file: {p}")
+        subprocess.Popen(["xdg-open", str(p)], start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        timeout = float(body.get("timeout", 60))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _find_window(p.name, strict=False, by_class=False) or _find_window(p.stem, strict=False, by_class=False):
+                self._send(200, f"{p} opened successfully".encode(), "text/plain")
+                return
+            time.sleep(0.2)
+        raise HTTPError(504, f"no window titled with {p.name!r} appeared within {timeout:g} s")
+
+    def _window_op(self, flag: str):
+        body = self._json_body()
+        name = _field(body, "window_name", str)
+        wid = _find_window(name, _truthy(body.get("strict", False)), _truthy(body.get("by_class", False)))
+        if wid is None:
+            raise HTTPError(404, f"no window matching {name!r}")
+        subprocess.run(["wmctrl", "-i", flag, wid], timeout=10, check=False)
+        self._send(200, b"Window handled successfully", "text/plain")
+
+    def activate_window(self):
+        self._window_op("-a")
+
+    def close_window(self):
+        self._window_op("-c")
+
+    _recording: subprocess.Popen | None = None
+    _recording_path = "/tmp/recording.mp4"
+
+    def start_recording(self):
+        self._body()
+        if Handler._recording is not None and Handler._recording.poll() is None:
+            raise HTTPError(400, "recording already in progress")
+        if not any((Path(d) / "ffmpeg").exists() for d in os.environ.get("PATH", "").split(":")):
+            raise HTTPError(501, "recording needs ffmpeg, which this desktop does not have")
+        w, h = screen_size()
+        Handler._recording = subprocess.Popen(
+            ["ffmpeg", "-y", "-f", "x11grab", "-video_size", f"{w}x{h}", "-i", os.environ.get("DISPLAY", ":0"),
+             "-c:v", "libx264", "-preset", "ultrafast", Handler._recording_path],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._send(200, b"Started recording.", "text/plain")
+
+    def end_recording(self):
+        self._body()
+        rec = Handler._recording
+        if rec is None:
+            raise HTTPError(400, "no recording in progress")
+        rec.communicate(b"q", timeout=30)
+        Handler._recording = None
+        self._send(200, Path(Handler._recording_path).read_bytes(), "video/mp4")
+
+    def healthz(self):
+        self._json({"status": "ok"})
+
+
+ROUTES = {
+    ("POST", "/execute"): Handler.execute,
+    ("POST", "/setup/execute"): Handler.execute,
+    ("POST", "/step"): Handler.step,
+    ("GET", "/screenshot"): Handler.screenshot,
+    ("POST", "/screen_size"): Handler.screen_size,
+    ("POST", "/window_size"): Handler.window_size,
+    ("GET", "/accessibility"): Handler.accessibility,
+    ("GET", "/terminal"): Handler.terminal,
+    ("POST", "/platform"): Handler.platform,
+    ("GET", "/platform"): Handler.platform,
+    ("POST", "/cursor_position"): Handler.cursor_position,
+    ("POST", "/desktop_path"): Handler.desktop_path,
+    ("POST", "/wallpaper"): Handler.wallpaper,
+    ("POST", "/list_directory"): Handler.list_directory,
+    ("POST", "/file"): Handler.file,
+    ("POST", "/setup/upload"): Handler.upload,
+    ("POST", "/setup/launch"): Handler.launch,
+    ("POST", "/setup/open_file"): Handler.open_file,
+    ("POST", "/setup/activate_window"): Handler.activate_window,
+    ("POST", "/setup/close_window"): Handler.close_window,
+    ("POST", "/start_recording"): Handler.start_recording,
+    ("POST", "/end_recording"): Handler.end_recording,
+    ("GET", "/healthz"): Handler.healthz,
+}
+
+
+class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        request, _ = super().get_request()
+        return request, ("unix", 0)  # BaseHTTPRequestHandler expects a (host, port) pair
+
+
+class TCPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def _ignore(fn) -> None:
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+def serve(listen: str) -> None:
+    kind, _, where = listen.partition(":")
+    if kind == "unix":
+        if os.path.exists(where):
+            os.unlink(where)
+        server = UnixHTTPServer(where, Handler)
+        os.chmod(where, 0o777)  # the host side connects as another uid
+    elif kind == "tcp":
+        host, _, port = where.rpartition(":")
+        server = TCPServer((host or "0.0.0.0", int(port)), Handler)
+    else:
+        raise SystemExit(f"--listen must be unix:PATH or tcp:HOST:PORT, not {listen!r}")
+    # Warm the executor off the request path; a failure shows up on the first action instead.
+    threading.Thread(target=lambda: _ignore(EXECUTOR.warm), daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--listen", default=os.environ.get("OSWORLD_LISTEN", "tcp:0.0.0.0:5000"))
+    serve(ap.parse_args().listen)
