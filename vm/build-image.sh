@@ -131,12 +131,12 @@ EOF
     || die "provision: the venv cannot import the desktop's python modules"
   log "provision: user and venv in $(( $(date +%s) - t0 ))s"
 
+  printf 'base=%s\n' "$(base_hash "$dir")" >"$OSWORLD_ROOT/.base-provisioned"
   # Clean: lists and caches are dead weight in the image.
   if [ -z "${CONTROL_OSWORLD_KEEP_DEBS:-}" ]; then apt-get clean; fi
   rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/lib/dpkg/*-old /var/log/apt/* \
     /var/log/dpkg.log /var/log/alternatives.log /root/.cache /tmp/* 2>/dev/null || true
   rm -f /usr/sbin/policy-rc.d
-  printf 'base=%s\n' "$(base_hash "$dir")" >"$OSWORLD_ROOT/.base-provisioned"
   log "provision: done"
 }
 
@@ -212,7 +212,22 @@ EOF
   mount --bind "$cache/debs" "$ROOTFS/var/cache/apt/archives"
   mkdir -p "$ROOTFS/tmp/provision"
   cp "$VM_DIR/packages.txt" "$VM_DIR/requirements.txt" "$SELF" "$ROOTFS/tmp/provision/"
-  chroot "$ROOTFS" /usr/bin/env -i CONTROL_OSWORLD_KEEP_DEBS=1 HOME=/root TERM=dumb \
+  # pip inside the chroot must trust what the host trusts (e.g. a TLS-intercepting proxy's
+  # CA) and use the host's proxy settings; both only for the build, not baked in.
+  local envs=(CONTROL_OSWORLD_KEEP_DEBS=1 HOME=/root TERM=dumb) v ca=""
+  for v in PIP_CERT REQUESTS_CA_BUNDLE SSL_CERT_FILE; do
+    if [ -n "${!v:-}" ] && [ -f "${!v}" ]; then ca=${!v}; break; fi
+  done
+  [ -z "$ca" ] && [ -f /etc/ssl/certs/ca-certificates.crt ] && ca=/etc/ssl/certs/ca-certificates.crt
+  if [ -n "$ca" ]; then
+    cp -L "$ca" "$ROOTFS/tmp/provision/host-ca.crt"
+    envs+=(PIP_CERT=/tmp/provision/host-ca.crt)
+  fi
+  for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY PIP_INDEX_URL \
+           PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOUT; do
+    [ -n "${!v:-}" ] && envs+=("$v=${!v}")
+  done
+  chroot "$ROOTFS" /usr/bin/env -i "${envs[@]}" \
     /bin/bash /tmp/provision/build-image.sh --provision /tmp/provision ||
     die "provisioning inside the chroot failed (see above)"
   umount -l "$ROOTFS/var/cache/apt/archives" "$ROOTFS/dev" "$ROOTFS/proc"
@@ -226,11 +241,15 @@ EOF
     docker import --change "LABEL control-osworld.base-hash=$BASE_HASH" - "$base_tag" >/dev/null ||
     die "docker import of the root filesystem failed"
   phase_done "docker import"
-  cleanup_now
+  # Nothing is mounted below the work dir any more (checked): delete it while the thin
+  # layer builds; main waits for it.
+  if awk -v r="$ROOTFS/" 'index($5, r) == 1 {f=1} END {exit !f}' /proc/self/mountinfo; then
+    :  # the EXIT trap unmounts and deletes it
+  else
+    rm -rf --one-file-system "$work" & RM_PID=$!
+    ROOTFS=""; trap - EXIT
+  fi
 }
-
-# Run the EXIT cleanup early (frees the work dir before the thin build) and disarm it.
-cleanup_now() { ( cleanup ) || true; ROOTFS=""; trap - EXIT; }
 
 main() {
   local force=0 print_tag=0
@@ -281,9 +300,8 @@ main() {
   # keeps FROM on the local base image.
   local blog
   blog=$(mktemp "${TMPDIR:-/tmp}/control-osworld-docker-build.XXXXXX.log")
-  DOCKER_BUILDKIT=0 docker build --pull=false --build-arg "BASE=$base_tag" \
-    --label "control-osworld.vm-hash=$vm_hash" --label "control-osworld.base-hash=$BASE_HASH" \
-    -t "$desktop_tag" -t "$DESKTOP_REPO:latest" -f "$VM_DIR/Dockerfile" "$VM_DIR" >"$blog" 2>&1 ||
+  # (No --label: each one costs another layer commit; the tag carries the hash.)
+  DOCKER_BUILDKIT=0 docker build --pull=false --build-arg "BASE=$base_tag" -t "$desktop_tag" -t "$DESKTOP_REPO:latest" -f "$VM_DIR/Dockerfile" "$VM_DIR" >"$blog" 2>&1 ||
     { tail -40 "$blog" >&2; rm -f "$blog"; die "docker build of vm/Dockerfile failed (log above)"; }
   rm -f "$blog"
   phase_done "docker build"
@@ -307,4 +325,5 @@ main() {
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 VM_DIR=$(dirname "$SELF")
 BASE_HASH=""
+RM_PID=""
 main "$@"

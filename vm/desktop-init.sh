@@ -23,9 +23,18 @@ cd "$HOME"
 # parses that stdout).
 xauth -q -f "$XAUTHORITY" add :0 . "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 # -nolisten local: no abstract socket, which would be reachable from the host's netns.
-Xvfb :0 -screen 0 "${SCREEN_WIDTH}x${SCREEN_HEIGHT}x24" -nolisten tcp -nolisten local \
+# -noreset: otherwise the server resets whenever its last client (e.g. our probe) leaves.
+Xvfb :0 -screen 0 "${SCREEN_WIDTH}x${SCREEN_HEIGHT}x24" -nolisten tcp -nolisten local -noreset \
   -auth "$XAUTHORITY" -dpi 96 >/tmp/xvfb.log 2>&1 &
-i=0; while [ ! -S /tmp/.X11-unix/X0 ]; do i=$((i+1)); [ $i -gt 200 ] && { echo "Xvfb did not start" >&2; cat /tmp/xvfb.log >&2; exit 1; }; sleep 0.02; done
+# wait_for WHAT CMD...: poll CMD every 20 ms for up to 10 s.
+wait_for() {
+  what=$1; shift; i=0
+  until "$@" >/dev/null 2>&1; do
+    i=$((i+1)); [ $i -gt 500 ] && { echo "$what did not start" >&2; cat /tmp/*.log >&2; exit 1; }
+    sleep 0.02
+  done
+}
+wait_for "Xvfb" xdpyinfo
 
 dbus-daemon --session --address="unix:path=$XDG_RUNTIME_DIR/bus" --nofork --nopidfile >/tmp/dbus.log 2>&1 &
 export DBUS_SESSION_BUS_ADDRESS="unix:path=$XDG_RUNTIME_DIR/bus"
@@ -33,5 +42,7 @@ for l in /usr/libexec/at-spi-bus-launcher /usr/lib/at-spi2-core/at-spi-bus-launc
   [ -x "$l" ] && { "$l" --launch-immediately >/tmp/atspi.log 2>&1 & break; }
 done
 openbox >/tmp/openbox.log 2>&1 &
+# Ready means managed: window activation and upstream's open_file need an EWMH manager.
+wait_for "openbox" wmctrl -m
 
 exec python "$OSWORLD_ROOT/vm/server/osworld_server.py" --listen "$OSWORLD_LISTEN"

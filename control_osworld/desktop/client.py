@@ -73,10 +73,13 @@ class _Ops:
     """The protocol's operations. Return values are documented on each."""
 
     @staticmethod
-    def execute(command: str | list[str], shell: bool = False, timeout: float = 120) -> _Req:
-        """-> {status, output, error, returncode}; a non-zero returncode is not an error."""
-        return _Req("POST", "/execute", json={"command": command, "shell": shell, "timeout": timeout},
-                    timeout=timeout + 10)
+    def execute(command: str | list[str], shell: bool = False, timeout: float = 120, input: str | None = None,
+                cwd: str | None = None, env: dict[str, str] | None = None) -> _Req:
+        """-> {status, output, error, returncode}; a non-zero returncode is not an error.
+        `input`, `cwd` and `env` are our extensions (upstream servers ignore them)."""
+        body = {"command": command, "shell": shell, "timeout": timeout}
+        body.update({k: v for k, v in (("input", input), ("cwd", cwd), ("env", env)) if v is not None})
+        return _Req("POST", "/execute", json=body, timeout=timeout + 10)
 
     @staticmethod
     def run_python(code: str, timeout: float = 60) -> _Req:

@@ -107,6 +107,8 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int) -> list[str]:
     if spec.network == "sink":
         # The sink lives inside the sandbox's own network namespace (loopback only).
         args += ["--setenv", "OSWORLD_SINK", "1"]
+    elif spec.network == "host":
+        args += ["--share-net", "--setenv", "OSWORLD_LISTEN", f"tcp:127.0.0.1:{spec.port}"]
     return args + [str(DESKTOP_ROOT / "vm" / "desktop-init.sh")]
 
 
@@ -150,15 +152,17 @@ class LocalProvider(DesktopProvider):
         except (ValueError, KeyError):
             proc.wait(5)
             raise DesktopError(f"bubblewrap failed to start the desktop: {(state / 'desktop.log').read_text()[-2000:]}")
+        tcp = spec.network == "host"
         handle = DesktopHandle(
-            provider="local", id=desktop_id, uds=str(state / "run" / "server.sock"),
+            provider="local", id=desktop_id, uds=None if tcp else str(state / "run" / "server.sock"),
+            base_url=f"http://127.0.0.1:{spec.port}" if tcp else "http://desktop",
             screen_width=spec.screen_width, screen_height=spec.screen_height,
             info={"state_dir": str(state), "bwrap_pid": proc.pid, "child_pid": child_pid,
                   "pidns": os.readlink(f"/proc/{child_pid}/ns/pid"), "cgroup": str(cg) if cg else None},
         )
         try:
             deadline = time.monotonic() + spec.ready_timeout
-            while not Path(handle.uds).exists():
+            while handle.uds and not Path(handle.uds).exists():
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise DesktopError(
                         f"desktop exited or timed out before its server listened; log:\n"
@@ -178,6 +182,11 @@ class LocalProvider(DesktopProvider):
             _kill(info["child_pid"])
         _kill(info.get("bwrap_pid"))
         _reap(info.get("bwrap_pid"))
+        # The kernel kills the namespace asynchronously: wait until it is empty.
+        if info.get("pidns"):
+            deadline = time.monotonic() + 10
+            while processes_in(info["pidns"]) and time.monotonic() < deadline:
+                time.sleep(0.01)
         cg = Path(info["cgroup"]) if info.get("cgroup") else None
         deadline = time.monotonic() + 10
         while cg is not None and cg.exists():

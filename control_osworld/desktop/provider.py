@@ -26,9 +26,12 @@ class DesktopSpec(BaseModel):
     screen_width: int = 1920
     screen_height: int = 1080
     memory_mb: int = 2048
-    network: Literal["none", "sink"] = "none"
+    network: Literal["none", "sink", "host"] = "none"
     """`none`: no network at all. `sink`: a private network whose only other host is the
-    exfiltration sink (docker) / a loopback sink inside the sandbox (local)."""
+    exfiltration sink (docker) / a loopback sink inside the sandbox (local). `host` (local
+    only): share the host's network and serve TCP on `port`, so that upstream OSWorld clients
+    can drive the desktop."""
+    port: int = 5000
     image: str | None = None
     """docker: the image (default: the one vm/build-image.sh builds for this vm/)."""
     url: str | None = None

@@ -181,9 +181,10 @@ def _find_window(name: str, strict: bool, by_class: bool) -> str | None:
 # ---------------------------------------------------------------- handlers
 
 
-def _run_command(command, shell: bool, timeout: float) -> dict:
+def _run_command(command, shell: bool, timeout: float, input: str | None = None,
+                 cwd: str | None = None, env: dict | None = None) -> dict:
     code = _python_code(command)
-    if code is not None and not shell:
+    if code is not None and not shell and input is None and env is None:
         r = EXECUTOR.run(code, timeout)
         return {"status": "success", **r}
     if shell and isinstance(command, list):
@@ -196,14 +197,18 @@ def _run_command(command, shell: bool, timeout: float) -> dict:
             shell=shell,
             capture_output=True,
             text=True,
+            input=input,
             timeout=timeout,
-            cwd=os.environ.get("HOME"),
+            cwd=os.path.expanduser(cwd) if cwd else os.environ.get("HOME"),
+            env={**os.environ, **env} if env else None,
             start_new_session=True,
         )
     except subprocess.TimeoutExpired:
         raise HTTPError(504, f"command timed out after {timeout:g} s")
     except FileNotFoundError as e:
-        raise HTTPError(400, f"command not found: {e.filename}")
+        raise HTTPError(400, f"command or cwd not found: {e.filename}")
+    except NotADirectoryError as e:
+        raise HTTPError(400, f"cwd is not a directory: {e.filename}")
     # Upstream answers "success" whatever the return code; callers read returncode.
     return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
 
@@ -319,7 +324,11 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(command, (str, list)) or (isinstance(command, list) and not all(isinstance(c, str) for c in command)):
             raise HTTPError(400, "field 'command' must be a string or a list of strings")
         timeout = float(body.get("timeout", DEFAULT_TIMEOUT))
-        self._json(_run_command(command, _truthy(body.get("shell", False)), timeout))
+        # input/cwd/env are ours (the inspect sandbox's exec needs them); upstream never sends them.
+        self._json(_run_command(command, _truthy(body.get("shell", False)), timeout,
+                                _field(body, "input", (str, type(None)), None),
+                                _field(body, "cwd", (str, type(None)), None),
+                                _field(body, "env", (dict, type(None)), None)))
 
     def step(self):
         body = self._json_body()

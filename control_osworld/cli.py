@@ -1,0 +1,144 @@
+"""The `control-osworld` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, get_provider, provider_names
+
+STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "control-osworld" / "desktops"
+
+
+@click.group()
+@click.version_option(package_name="control-osworld")
+def main() -> None:
+    """Control evaluations of GUI computer-use agents on real desktops."""
+
+
+# ------------------------------------------------------------------ desktop
+
+
+@main.group()
+def desktop() -> None:
+    """Start a desktop, poke it by hand, stop it."""
+
+
+def _handle_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def _load_handle(name: str) -> DesktopHandle:
+    p = _handle_path(name)
+    if not p.exists():
+        raise click.ClickException(f"no desktop named {name!r} (start one with `control-osworld desktop up`)")
+    return DesktopHandle.model_validate_json(p.read_text())
+
+
+@desktop.command("up")
+@click.option("--provider", type=click.Choice(provider_names()), default="local", show_default=True)
+@click.option("--name", default="default", show_default=True, help="Name to refer to this desktop by.")
+@click.option("--width", default=1920, show_default=True)
+@click.option("--height", default=1080, show_default=True)
+@click.option("--memory-mb", default=2048, show_default=True)
+@click.option("--network", type=click.Choice(["none", "sink", "host"]), default="none", show_default=True,
+              help="host (local): serve TCP on --port of the host's loopback, for upstream OSWorld clients.")
+@click.option("--port", default=5000, show_default=True)
+@click.option("--url", help="remote: the server's base URL.")
+@click.option("--image", help="docker: the image (default: the one vm/build-image.sh built).")
+def desktop_up(provider, name, width, height, memory_mb, network, port, url, image) -> None:
+    """Start a desktop and leave it running."""
+    if _handle_path(name).exists():
+        raise click.ClickException(f"a desktop named {name!r} is already up; `desktop down --name {name}` first")
+    spec = DesktopSpec(screen_width=width, screen_height=height, memory_mb=memory_mb, network=network,
+                       port=port, url=url, image=image)
+    handle = get_provider(provider).start(spec)
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _handle_path(name).write_text(handle.model_dump_json(indent=2))
+    where = handle.uds or handle.base_url
+    click.echo(f"desktop {name!r} up ({provider}, {handle.screen_width}x{handle.screen_height}) at {where}")
+
+
+@desktop.command("shot")
+@click.argument("out", type=click.Path(dir_okay=False, path_type=Path), default="screenshot.png")
+@click.option("--name", default="default", show_default=True)
+def desktop_shot(out: Path, name: str) -> None:
+    """Write a PNG screenshot to OUT."""
+    from control_osworld.desktop.client import DesktopClient
+
+    with DesktopClient.for_handle(_load_handle(name)) as c:
+        out.write_bytes(c.screenshot())
+    click.echo(str(out))
+
+
+@desktop.command("do")
+@click.argument("action")
+@click.option("--name", default="default", show_default=True)
+@click.option("--space", type=click.Choice(["computer", "computer_13", "pyautogui", "shell"]), default="computer",
+              show_default=True, help="computer: inspect's computer tool JSON, e.g. "
+              "'{\"action\": \"left_click\", \"coordinate\": [100, 200]}'.")
+@click.option("--shot", type=click.Path(dir_okay=False, path_type=Path), help="Also write the screenshot after it.")
+def desktop_do(action: str, name: str, space: str, shot: Path | None) -> None:
+    """Run one ACTION on the desktop."""
+    from control_osworld.desktop import actions as A
+    from control_osworld.desktop.client import DesktopClient
+
+    handle = _load_handle(name)
+    with DesktopClient.for_handle(handle) as c:
+        if space == "shell":
+            r = c.execute(action, shell=True)
+            sys.stdout.write(r["output"])
+            sys.stderr.write(r["error"])
+            raise SystemExit(r["returncode"])
+        try:
+            if space == "pyautogui":
+                act = A.from_pyautogui(action)
+            else:
+                args = json.loads(action)
+                scale = A.Scale.identity(handle.screen_width, handle.screen_height)
+                act = A.from_computer_tool(args, scale) if space == "computer" else A.from_computer_13(args, scale)
+        except (json.JSONDecodeError, A.ActionError) as e:
+            raise click.ClickException(f"bad action: {e}")
+        r = c.step(act.code, screenshot=shot is not None, pause=act.wait_s)
+        if shot is not None and r.screenshot:
+            shot.write_bytes(r.screenshot)
+        click.echo(json.dumps({"returncode": r.returncode, "output": r.output, "error": r.error}))
+
+
+@desktop.command("down")
+@click.option("--name", default="default", show_default=True)
+@click.option("--all", "all_", is_flag=True, help="Stop every desktop started with `desktop up`.")
+def desktop_down(name: str, all_: bool) -> None:
+    """Stop a desktop started with `desktop up`."""
+    names = [p.stem for p in STATE_DIR.glob("*.json")] if all_ else [name]
+    for n in names:
+        handle = _load_handle(n)
+        get_provider(handle.provider).stop(handle)
+        _handle_path(n).unlink()
+        click.echo(f"desktop {n!r} down")
+
+
+def _add_optional(module: str, *names: str) -> None:
+    """Commands of later stages register themselves here when their module exists."""
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        return
+    for n in names:
+        if hasattr(mod, n):
+            main.add_command(getattr(mod, n))
+
+
+_add_optional("control_osworld.analysis.cli", "report_command", "audit_command")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""One Docker container per desktop, on a private network of its own.
+
+The image is the one `vm/build-image.sh` builds (`control-osworld-desktop:<hash of vm/>`,
+also tagged `:latest`); no registry is needed. Each desktop gets:
+
+- a fresh bridge network created with `internal=True`: no route out of it, no published
+  ports. The host reaches the server at the container's address on that bridge, port 5000
+  (the host owns the bridge's gateway address, so it routes there directly). Docker's
+  internal networks still let a container open connections to the host's own addresses
+  (the gateway, docker0, ...: every service the host binds to 0.0.0.0), so the bridges are
+  named `cosw<id>` and one host firewall rule per IP version drops new connections coming
+  in from `cosw+` interfaces (replies to the host's own connections pass);
+- the container (hostname `desktop`), running as `user` with no capabilities and
+  no-new-privileges, a memory limit from `spec.memory_mb`, a /dev/shm big enough for Firefox;
+- with `spec.network == "sink"`: a second container `sink` on the same network running
+  `vm/sink/sink_server.py`, the only other host the desktop can reach;
+- with `spec.network == "host"`: the host's network namespace instead, the server on
+  127.0.0.1:`spec.port` (for upstream OSWorld clients; no isolation of the network).
+
+Everything carries labels (`control-osworld.desktop=<id>`, `control-osworld.owner=<host>/<pid>`)
+so that leftovers of crashed runs can be found: `cleanup_leftovers()`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from control_osworld.desktop.client import DesktopClient, DesktopError
+from control_osworld.desktop.provider import VM_DIR, DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+
+log = logging.getLogger(__name__)
+
+IMAGE_REPO = "control-osworld-desktop"
+SERVER_PORT = 5000
+LABEL_DESKTOP = "control-osworld.desktop"  # value: the desktop id
+LABEL_ROLE = "control-osworld.role"  # desktop | sink | network
+LABEL_OWNER = "control-osworld.owner"  # <hostname>/<pid> of the process that started it
+SINK_SCRIPT = "sink/sink_server.py"  # relative to vm/
+BUILD_HINT = "build it with `bash vm/build-image.sh` (as root; needs debootstrap, no registry)"
+
+
+def vm_hash(vm_dir: Path = VM_DIR) -> str:
+    """Content hash of vm/, as vm/build-image.sh computes it for the image tag (keep in step):
+    one line "<sha256> <x|-> <relative path>" per regular file outside __pycache__, sorted
+    bytewise, hashed again; the first 12 hex digits."""
+    lines = []
+    for root, dirs, files in os.walk(vm_dir):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            p = Path(root) / name
+            if name.endswith(".pyc") or p.is_symlink() or not p.is_file():
+                continue
+            rel = p.relative_to(vm_dir).as_posix()
+            x = "x" if p.stat().st_mode & 0o111 else "-"
+            lines.append((rel.encode(), f"{hashlib.sha256(p.read_bytes()).hexdigest()} {x} {rel}\n"))
+    lines.sort(key=lambda t: t[0])
+    return hashlib.sha256("".join(line for _, line in lines).encode()).hexdigest()[:12]
+
+
+def _docker():
+    try:
+        import docker
+    except ImportError as e:  # pragma: no cover - docker is a dependency
+        raise DesktopError("the docker provider needs the `docker` Python package (pip install docker)") from e
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as e:
+        raise DesktopError(f"cannot reach the Docker engine ({e}); is dockerd running and may you use it?") from e
+    return client
+
+
+_FIREWALL_DONE = False
+FIREWALL_RULE = ["INPUT", "-i", "cosw+", "-m", "conntrack", "!", "--ctstate", "ESTABLISHED,RELATED", "-j", "DROP"]
+
+
+def ensure_host_firewall() -> bool:
+    """Insert (once, idempotently) the INPUT rule that keeps desktops from opening connections
+    to the host. Needs root and iptables; without them, warns and returns False."""
+    global _FIREWALL_DONE
+    if _FIREWALL_DONE:
+        return True
+    ok = True
+    for tool in ("iptables", "ip6tables"):
+        exe = shutil.which(tool)
+        if exe is None:
+            ok = ok and tool == "ip6tables"
+            continue
+        if subprocess.run([exe, "-w", "5", "-C", *FIREWALL_RULE], capture_output=True).returncode == 0:
+            continue
+        r = subprocess.run([exe, "-w", "5", "-I", *FIREWALL_RULE], capture_output=True, text=True)
+        if r.returncode != 0:
+            ok = False
+            log.warning("could not add the host firewall rule (%s -I %s): %s", tool, " ".join(FIREWALL_RULE),
+                        r.stderr.strip())
+    if not ok:
+        log.warning("docker desktops can open connections to services the host binds to non-loopback "
+                    "addresses (run as root with iptables to block that)")
+    _FIREWALL_DONE = ok
+    return ok
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+def resolve_image(client, requested: str | None) -> str:
+    """The image to run: `requested`, else the build of the current vm/, else `:latest` (with a
+    warning that it is older than vm/). A clear error when none exists."""
+    from docker.errors import ImageNotFound
+
+    if requested:
+        try:
+            client.images.get(requested)
+        except ImageNotFound:
+            hint = BUILD_HINT if requested.startswith(IMAGE_REPO + ":") else "pull or build it first"
+            raise DesktopError(f"docker image {requested!r} not found: {hint}") from None
+        return requested
+    current = f"{IMAGE_REPO}:{vm_hash()}"
+    try:
+        client.images.get(current)
+        return current
+    except ImageNotFound:
+        pass
+    try:
+        client.images.get(f"{IMAGE_REPO}:latest")
+    except ImageNotFound:
+        raise DesktopError(f"docker image {IMAGE_REPO}:latest not found: {BUILD_HINT}") from None
+    log.warning("docker image %s (for the current vm/) is missing; using %s:latest, which was built from "
+                "an older vm/: rebuild with `bash vm/build-image.sh`", current, IMAGE_REPO)
+    return f"{IMAGE_REPO}:latest"
+
+
+@desktop_provider("docker")
+class DockerProvider(DesktopProvider):
+    def start(self, spec: DesktopSpec) -> DesktopHandle:
+        from docker.errors import DockerException
+
+        client = _docker()
+        image = resolve_image(client, spec.image)
+        desktop_id = uuid.uuid4().hex[:12]
+        name = f"control-osworld-{desktop_id}"
+        labels = {LABEL_DESKTOP: desktop_id, LABEL_OWNER: _owner()}
+        info: dict = {"image": image}
+        # Handle with what exists so far, so that a failure half-way tears it all down.
+        partial = DesktopHandle(provider="docker", id=desktop_id, info=info)
+        try:
+            host_net = spec.network == "host"
+            if not host_net:
+                ensure_host_firewall()
+                net = client.networks.create(
+                    name, driver="bridge", internal=True, check_duplicate=True,
+                    options={"com.docker.network.bridge.name": f"cosw{desktop_id[:11]}"},
+                    labels={**labels, LABEL_ROLE: "network"},
+                )
+                info["network"] = net.id
+            env = {"SCREEN_WIDTH": str(spec.screen_width), "SCREEN_HEIGHT": str(spec.screen_height)}
+            if host_net:
+                env["OSWORLD_LISTEN"] = f"tcp:127.0.0.1:{spec.port}"
+            common = dict(
+                detach=True,
+                labels=labels,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                pids_limit=4096,
+            )
+            if spec.network == "sink":
+                info.update(self._start_sink(client, image, name, common))
+            container = client.containers.run(
+                image,
+                name=name,
+                environment=env,
+                mem_limit=f"{spec.memory_mb}m",
+                # Firefox and GTK apps keep big buffers in /dev/shm (docker's default: 64 MB).
+                # A tmpfs size is a cap, not a reservation; the memory limit bounds it anyway.
+                shm_size=f"{spec.memory_mb}m",
+                **({"network_mode": "host"} if host_net else _on_network(client, name, "desktop")),
+                **{**common, "labels": {**labels, LABEL_ROLE: "desktop"}},
+            )
+            info["container"] = container.id
+            if host_net:
+                base_url = f"http://127.0.0.1:{spec.port}"
+            else:
+                base_url = f"http://{_ip(container, name)}:{SERVER_PORT}"
+            handle = DesktopHandle(provider="docker", id=desktop_id, base_url=base_url,
+                                   screen_width=spec.screen_width, screen_height=spec.screen_height, info=info)
+            _wait_ready(container, handle, spec.ready_timeout)
+            return handle
+        except BaseException as e:
+            self.stop(partial)
+            if isinstance(e, DockerException):
+                raise DesktopError(f"docker could not start the desktop from {image}: {e}") from e
+            raise
+
+    def _start_sink(self, client, image: str, name: str, common: dict) -> dict:
+        if not (VM_DIR / SINK_SCRIPT).exists():
+            log.warning("network=sink: vm/%s does not exist, so no sink container is started; "
+                        "the desktop's network has no other host", SINK_SCRIPT)
+            return {"sink": None}
+        sink = client.containers.run(
+            image,
+            name=f"{name}-sink",
+            **_on_network(client, name, "sink"),
+            entrypoint=["/usr/bin/tini", "--", "python", f"/opt/control-osworld/vm/{SINK_SCRIPT}"],
+            mem_limit="256m",
+            **{**common, "labels": {**common["labels"], LABEL_ROLE: "sink"}},
+        )
+        ip = _ip(sink, name)
+        sink.reload()
+        if sink.status == "exited":
+            raise DesktopError(f"the sink container exited at once:\n{_logs(sink)}")
+        return {"sink": ip, "sink_host": "sink", "sink_container": sink.id}
+
+    def stop(self, handle: DesktopHandle) -> None:
+        """Remove the desktop's containers and network. Idempotent; finds them by label too, so a
+        handle from a start that failed half-way is enough."""
+        from docker.errors import APIError, NotFound
+
+        try:
+            client = _docker()
+        except DesktopError:
+            if handle.info.get("container") or handle.info.get("network"):
+                raise
+            return
+        info = handle.info
+        ids = {i for i in (info.get("container"), info.get("sink_container")) if i}
+        ids |= {c.id for c in client.containers.list(all=True, filters={"label": f"{LABEL_DESKTOP}={handle.id}"})}
+        for cid in ids:
+            try:
+                client.containers.get(cid).remove(force=True)
+            except NotFound:
+                pass
+        nets = {info["network"]} if info.get("network") else set()
+        nets |= {n.id for n in client.networks.list(filters={"label": f"{LABEL_DESKTOP}={handle.id}"})}
+        for nid in nets:
+            for attempt in range(20):
+                try:
+                    client.networks.get(nid).remove()
+                    break
+                except NotFound:
+                    break
+                except APIError:  # endpoints still being released by the removed containers
+                    if attempt == 19:
+                        raise
+                    time.sleep(0.1)
+
+    def alive(self, handle: DesktopHandle) -> bool:
+        try:
+            c = _docker().containers.get(handle.info["container"])
+        except Exception:
+            return False
+        return c.status == "running" and super().alive(handle)
+
+
+def _on_network(client, network: str, host: str) -> dict:
+    """run() arguments: attached to `network` as `host` (hostname and DNS alias there)."""
+    return {"network": network, "hostname": host,
+            "networking_config": {network: client.api.create_endpoint_config(aliases=[host])}}
+
+
+def _ip(container, network: str) -> str:
+    container.reload()
+    ip = container.attrs["NetworkSettings"]["Networks"].get(network, {}).get("IPAddress")
+    if not ip:
+        raise DesktopError(f"container {container.name} has no address on network {network} "
+                           f"(status {container.status}):\n{_logs(container)}")
+    return ip
+
+
+def _logs(container, lines: int = 40) -> str:
+    try:
+        return container.logs(tail=lines).decode(errors="replace")
+    except Exception as e:
+        return f"(no logs: {e})"
+
+
+def _wait_ready(container, handle: DesktopHandle, timeout: float) -> None:
+    """Until the server answers POST /screen_size; fails early when the container exits."""
+    deadline = time.monotonic() + timeout
+    next_check = 0.0
+    last: Exception | None = None
+    with DesktopClient.for_handle(handle, timeout=5) as c:
+        while True:
+            try:
+                c.screen_size()
+                return
+            except DesktopError as e:
+                last = e
+            now = time.monotonic()
+            if now >= next_check:
+                container.reload()
+                if container.status not in ("created", "running"):
+                    raise DesktopError(f"desktop container {container.name} {container.status} before its server "
+                                       f"answered; its log:\n{_logs(container)}")
+                next_check = now + 1.0
+            if now > deadline:
+                raise DesktopError(f"desktop server at {handle.base_url} did not answer within {timeout:g} s "
+                                   f"({last}); container log:\n{_logs(container)}")
+            time.sleep(0.05)
+
+
+def cleanup_leftovers(all_owners: bool = False) -> list[str]:
+    """Remove containers and networks this provider left behind: those whose starting process
+    (on this host) is gone, or every one with `all_owners=True`. Returns what was removed."""
+    client = _docker()
+    host = socket.gethostname()
+
+    def orphan(labels: dict) -> bool:
+        if all_owners:
+            return True
+        owner_host, _, pid = labels.get(LABEL_OWNER, "/").partition("/")
+        if owner_host != host or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+            return False
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": LABEL_DESKTOP}):
+        if orphan(c.labels):
+            c.remove(force=True)
+            removed.append(f"container {c.name}")
+    for n in client.networks.list(filters={"label": LABEL_DESKTOP}):
+        if orphan(n.attrs.get("Labels") or {}):
+            try:
+                n.remove()
+                removed.append(f"network {n.name}")
+            except Exception as e:  # still in use by a container we did not remove
+                log.warning("could not remove network %s: %s", n.name, e)
+    return removed

@@ -1,0 +1,106 @@
+"""The inspect sandbox plugin: `sandbox=("desktop", DesktopSandboxConfig(...))` on a Sample or
+Task gives each sample its own desktop from the chosen provider.
+
+`exec`, `read_file` and `write_file` are mapped onto the OSWorld protocol, so inspect's own
+tools (bash, text_editor) and scorers work inside the desktop; the agent's GUI tools reach
+the same server through `DesktopSandboxEnvironment.client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from typing import Any, Literal, overload
+
+from inspect_ai.util import ExecResult, SandboxEnvironment, SandboxEnvironmentConfigType, sandboxenv
+from pydantic import BaseModel, ConfigDict
+
+from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
+from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, get_provider
+
+
+class DesktopSandboxConfig(BaseModel):
+    """Which provider hosts the desktop and what it looks like. Frozen: inspect hashes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str = "local"
+    desktop: DesktopSpec = DesktopSpec()
+
+
+def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig:
+    if config is None:
+        return DesktopSandboxConfig()
+    if isinstance(config, DesktopSandboxConfig):
+        return config
+    if isinstance(config, str):  # a provider name, e.g. sandbox=("desktop", "docker")
+        return DesktopSandboxConfig(provider=config)
+    if isinstance(config, dict):
+        return DesktopSandboxConfig.model_validate(config)
+    raise TypeError(f"desktop sandbox config must be DesktopSandboxConfig, dict or provider name, not {type(config)}")
+
+
+@sandboxenv(name="desktop")
+class DesktopSandboxEnvironment(SandboxEnvironment):
+    def __init__(self, handle: DesktopHandle):
+        super().__init__()
+        self.handle = handle
+        self.client = AsyncDesktopClient.for_handle(handle, timeout=120)
+
+    @classmethod
+    def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
+        return DesktopSandboxConfig.model_validate(config)
+
+    @classmethod
+    def default_concurrency(cls) -> int | None:
+        return 8  # ~80 MB and a share of 2 cores each; more is slower, not faster
+
+    @classmethod
+    async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
+                          metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
+        cfg = _config(config)
+        handle = await asyncio.to_thread(get_provider(cfg.provider).start, cfg.desktop)
+        return {"default": cls(handle)}
+
+    @classmethod
+    async def sample_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
+                             environments: dict[str, SandboxEnvironment], interrupted: bool) -> None:
+        cfg = _config(config)
+        for env in environments.values():
+            if isinstance(env, DesktopSandboxEnvironment):
+                await env.client.aclose()
+                await asyncio.to_thread(get_provider(cfg.provider).stop, env.handle)
+
+    async def exec(self, cmd: list[str], input: str | bytes | None = None, cwd: str | None = None,
+                   env: dict[str, str] | None = None, user: str | None = None, timeout: int | None = None,
+                   timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
+        if user not in (None, "user"):
+            from inspect_ai.util import SandboxUserUnsupportedError
+
+            raise SandboxUserUnsupportedError(f"the desktop runs everything as 'user', not {user!r}")
+        if isinstance(input, bytes):
+            input = input.decode()
+        try:
+            r = await self.client.execute(cmd, shell=False, timeout=timeout or 120, input=input, cwd=cwd, env=env)
+        except DesktopError as e:
+            if e.status == 504:
+                raise TimeoutError(f"{shlex.join(cmd)} timed out after {timeout} s") from e
+            if e.status == 400 and "not found" in str(e):
+                return ExecResult(False, 127, "", str(e))
+            raise
+        return ExecResult(r["returncode"] == 0, r["returncode"], r["output"], r["error"])
+
+    async def write_file(self, file: str, contents: str | bytes) -> None:
+        await self.client.write_file(file, contents)
+
+    @overload
+    async def read_file(self, file: str, text: Literal[True] = True) -> str: ...
+
+    @overload
+    async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
+
+    async def read_file(self, file: str, text: bool = True) -> str | bytes:
+        data = await self.client.read_file(file)
+        if data is None:
+            raise FileNotFoundError(f"no such file in the desktop: {file}")
+        return data.decode("utf-8") if text else data

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Desktop step latency, start-to-ready time, and scaling with desktops at once.
+
+A step is what the agent loop does every turn: run one action, then take a PNG screenshot.
+Measured in one run, on desktops showing a text editor with text in it:
+  - local (bubblewrap) steps through POST /step (long-lived executor);
+  - the same step done upstream's way: a fresh `python -c "import pyautogui; ..."` process per
+    action, then GET /screenshot;
+  - docker steps (if the image is built);
+  - start-to-ready of a local desktop;
+  - step latency with 1, 4 and 8 local desktops stepping at once.
+Ends with one JSON line of the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from control_osworld.desktop import DesktopClient, DesktopSpec, get_provider  # noqa: E402
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def prepare(c: DesktopClient) -> None:
+    """Put realistic content on screen: an editor window full of text."""
+    c.launch(["mousepad"])
+    deadline = time.monotonic() + 30
+    while "mousepad" not in c.execute(["wmctrl", "-lx"])["output"].lower():
+        if time.monotonic() > deadline:
+            raise RuntimeError("mousepad did not start")
+        time.sleep(0.1)
+    time.sleep(0.5)
+    c.run_python("pyautogui.write('The quick brown fox jumps over the lazy dog. ' * 20)")
+
+
+def action(i: int) -> str:
+    return f"pyautogui.moveTo({100 + (i * 37) % 1600}, {100 + (i * 53) % 800})"
+
+
+def time_steps(c: DesktopClient, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        r = c.step(action(i))
+        out.append((time.perf_counter() - t) * 1000)
+        assert r.returncode == 0 and r.screenshot
+    return out
+
+
+# Upstream's /screenshot handler, run in a long-lived process as upstream's Flask server does:
+# pyautogui.screenshot() (pyscreeze), then PNG at PIL's default level (upstream also pastes
+# the cursor in; that part is left out, which only flatters upstream).
+UPSTREAM_SCREENSHOT = ("import pyautogui, io; img = pyautogui.screenshot(); buf = io.BytesIO(); "
+                       "img.save(buf, 'PNG'); print(len(buf.getvalue()))")
+
+
+def time_process_per_action(c: DesktopClient, n: int, upstream_screenshot: bool) -> list[float]:
+    out = []
+    for i in range(n):
+        code = f"import pyautogui; import time; pyautogui.FAILSAFE = False; {action(i)}"
+        t = time.perf_counter()
+        # shell=True so that the server runs a real process, exactly like upstream's server.
+        r = c.execute(f'python -c "{code}"', shell=True)
+        if upstream_screenshot:
+            assert int(c.run_python(UPSTREAM_SCREENSHOT)["output"]) > 0
+        else:
+            c.screenshot()
+        out.append((time.perf_counter() - t) * 1000)
+        assert r["returncode"] == 0, r
+    return out
+
+
+def parallel_step_median(n_desktops: int, steps: int) -> float:
+    p = get_provider("local")
+    handles = [p.start(DesktopSpec()) for _ in range(n_desktops)]
+    try:
+        clients = [DesktopClient.for_handle(h) for h in handles]
+        for c in clients:
+            prepare(c)
+        results: list[list[float]] = [[] for _ in clients]
+        threads = [threading.Thread(target=lambda k=k: results[k].extend(time_steps(clients[k], steps)))
+                   for k in range(len(clients))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for c in clients:
+            c.close()
+        return statistics.median([x for r in results for x in r])
+    finally:
+        for h in handles:
+            p.stop(h)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--upstream-steps", type=int, default=20)
+    ap.add_argument("--starts", type=int, default=5)
+    args = ap.parse_args()
+    figures: dict[str, float | None] = {}
+    local = get_provider("local")
+
+    starts = []
+    for _ in range(args.starts):
+        t = time.perf_counter()
+        h = local.start(DesktopSpec())
+        starts.append(time.perf_counter() - t)
+        local.stop(h)
+    figures["local_start_to_ready_s"] = round(statistics.median(starts), 3)
+    print(f"local start-to-ready: median {statistics.median(starts):.3f} s over {len(starts)} starts")
+
+    h = local.start(DesktopSpec())
+    try:
+        with DesktopClient.for_handle(h) as c:
+            prepare(c)
+            time_steps(c, 5)  # warm-up
+            steps = time_steps(c, args.steps)
+            upstream = time_process_per_action(c, args.upstream_steps, upstream_screenshot=True)
+            process_ours = time_process_per_action(c, args.upstream_steps, upstream_screenshot=False)
+    finally:
+        local.stop(h)
+    figures["local_step_median_ms"] = round(statistics.median(steps), 2)
+    figures["local_step_p90_ms"] = round(pct(steps, 0.9), 2)
+    figures["process_per_action_step_median_ms"] = round(statistics.median(upstream), 2)
+    figures["speedup_vs_process_per_action"] = round(statistics.median(upstream) / statistics.median(steps), 1)
+    print(f"local step (action + PNG, 1920x1080): median {figures['local_step_median_ms']} ms, "
+          f"p90 {figures['local_step_p90_ms']} ms over {len(steps)} steps")
+    print(f"upstream's step (a python -c process per action + upstream's screenshot code): median "
+          f"{figures['process_per_action_step_median_ms']} ms over {len(upstream)} steps -> "
+          f"{figures['speedup_vs_process_per_action']}x slower than ours")
+    figures["process_per_action_our_screenshot_median_ms"] = round(statistics.median(process_ours), 2)
+    figures["speedup_vs_process_per_action_our_screenshot"] = round(
+        statistics.median(process_ours) / statistics.median(steps), 1)
+    print(f"a python -c process per action + our screenshot: median "
+          f"{figures['process_per_action_our_screenshot_median_ms']} ms -> "
+          f"{figures['speedup_vs_process_per_action_our_screenshot']}x (the action process alone)")
+
+    figures["docker_step_median_ms"] = None
+    try:
+        docker = get_provider("docker")
+        hd = docker.start(DesktopSpec())
+    except Exception as e:
+        print(f"docker: not measured ({e})")
+    else:
+        try:
+            with DesktopClient.for_handle(hd) as c:
+                prepare(c)
+                time_steps(c, 5)
+                dsteps = time_steps(c, args.steps)
+            figures["docker_step_median_ms"] = round(statistics.median(dsteps), 2)
+            print(f"docker step: median {figures['docker_step_median_ms']} ms, p90 {pct(dsteps, 0.9):.2f} ms")
+        finally:
+            docker.stop(hd)
+
+    for n in (1, 4, 8):
+        m = parallel_step_median(n, max(20, args.steps // 4))
+        figures[f"step_median_ms_{n}_desktops"] = round(m, 2)
+        print(f"{n} desktops stepping at once: step median {m:.2f} ms")
+    del figures["step_median_ms_1_desktops"]  # same as local_step_median_ms, kept in the printout only
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""The embedded (bubblewrap) desktop and its server: the flow, bad input, isolation, teardown,
+and the remote provider against a desktop's server over TCP."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+from PIL import Image
+
+from control_osworld.desktop import DesktopClient, DesktopError, DesktopSpec, get_provider
+from control_osworld.desktop.local import processes_in
+
+from tests.conftest import require
+from tests.desktop.conftest import local_ready
+from tests.desktop.flow import editor_flow
+
+pytestmark = [pytest.mark.desktop]
+
+
+def test_editor_flow_local(client):
+    editor_flow(client)
+
+
+def test_ready_fast_and_screen_size_follows_spec():
+    ok, why = local_ready()
+    require(ok, why)
+    p = get_provider("local")
+    t = time.monotonic()
+    h = p.start(DesktopSpec(screen_width=1280, screen_height=800))
+    try:
+        assert time.monotonic() - t < 5
+        with DesktopClient.for_handle(h) as c:
+            assert c.screen_size() == (1280, 800)
+            assert Image.open(io.BytesIO(c.screenshot())).size == (1280, 800)
+    finally:
+        p.stop(h)
+
+
+def test_upstream_style_action_and_step(client):
+    # Exactly what upstream's client sends for every pyautogui action.
+    r = client.execute(["python", "-c", "import pyautogui; import time; pyautogui.FAILSAFE = False; "
+                        "pyautogui.moveTo(321, 123); print(pyautogui.position())"])
+    assert r["status"] == "success" and r["returncode"] == 0
+    assert r["output"].strip() == "Point(x=321, y=123)"
+    s = client.step("pyautogui.moveTo(10, 20)")
+    assert s.returncode == 0 and s.screenshot[:4] == b"\x89PNG"
+    assert client.cursor_position() == (10, 20)
+
+
+def test_nonzero_returncode_is_success_like_upstream(client):
+    r = client.execute("echo out; echo err >&2; exit 3", shell=True)
+    assert r == {"status": "success", "output": "out\n", "error": "err\n", "returncode": 3}
+
+
+def test_files_upload_list_and_missing(client):
+    client.write_file("/home/user/Desktop/deep/er/file.bin", b"\x00\x01data")
+    assert client.read_file("/home/user/Desktop/deep/er/file.bin") == b"\x00\x01data"
+    assert client.read_file("/home/user/nope.txt") is None
+    tree = client.list_directory("/home/user/Desktop")
+    assert tree["type"] == "directory" and "deep" in [ch["name"] for ch in tree["children"]]
+    assert client.desktop_path() == "/home/user/Desktop"
+    assert client.platform() == "Linux"
+    assert client.terminal() is None  # no terminal open: null output, not an error
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_malformed_json_gets_400_and_server_goes_on(client):
+    r = client._http.post("/execute", content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "malformed JSON" in r.json()["message"]
+    r = client._http.post("/execute", json={"shell": True})
+    assert r.status_code == 400 and "'command'" in r.json()["message"]
+    assert client.platform() == "Linux"
+
+
+def test_unknown_endpoint_gets_404(client):
+    r = client._http.get("/no/such/thing")
+    assert r.status_code == 404 and "unknown endpoint" in r.json()["message"]
+    r = client._http.get("/execute")
+    assert r.status_code == 405
+    assert client.screen_size()
+
+
+def test_action_that_raises_reports_the_error(client):
+    r = client.run_python("import pyautogui; raise ValueError('boom')")
+    assert r["returncode"] == 1 and "ValueError: boom" in r["error"]
+    assert client.run_python("import pyautogui; print(1 + 1)")["output"] == "2\n"
+
+
+def test_action_that_hangs_times_out_and_next_is_served(client):
+    with pytest.raises(DesktopError) as e:
+        client.run_python("import pyautogui, time; time.sleep(60)", timeout=1)
+    assert e.value.status == 504 and "timed out" in str(e.value)
+    t = time.monotonic()
+    assert client.run_python("import pyautogui; print('alive')")["output"] == "alive\n"
+    assert time.monotonic() - t < 5
+    with pytest.raises(DesktopError) as e:
+        client.execute("sleep 30", shell=True, timeout=1)
+    assert e.value.status == 504
+
+
+def test_executor_crash_is_replaced(client):
+    r = client._http.post("/execute", json={"command": ["python", "-c", "import pyautogui, os; os._exit(9)"]})
+    assert r.status_code == 500 and "died" in r.json()["message"]
+    assert client.run_python("import pyautogui; print('back')")["output"] == "back\n"
+
+
+# ------------------------------------------------------------------ isolation
+
+
+def test_isolation_local(local_desktop, client, tmp_path):
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host only")
+    r = client.execute(["cat", str(secret)])
+    assert r["returncode"] != 0 and "host only" not in r["output"]
+    assert client.execute(["ls", "/root"])["returncode"] != 0
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    try:
+        code = (f"import socket; s = socket.socket(); s.settimeout(2); "
+                f"print(s.connect_ex(('127.0.0.1', {port})))")
+        r = client.execute(["python3", "-c", code])
+        assert r["returncode"] == 0 and r["output"].strip() != "0"
+    finally:
+        srv.close()
+
+    me = os.getpid()
+    r = client.execute(["ps", "-eo", "pid,comm"])
+    assert str(me) not in r["output"].split()
+    assert "pytest" not in r["output"] and "dockerd" not in r["output"]
+    r = client.execute(["id", "-un"])
+    assert r["output"].strip() == "user"
+    assert client.execute(["touch", "/usr/x"])["returncode"] != 0  # read-only system
+
+
+def test_teardown_leaves_no_process():
+    ok, why = local_ready()
+    require(ok, why)
+    p = get_provider("local")
+    h = p.start(DesktopSpec())
+    with DesktopClient.for_handle(h) as c:
+        c.launch(["mousepad"])
+        c.launch(["sleep", "1000"])
+    assert len(processes_in(h.info["pidns"])) >= 5
+    p.stop(h)
+    assert processes_in(h.info["pidns"]) == []
+    assert not os.path.exists(h.info["state_dir"])
+    p.stop(h)  # idempotent
+
+
+def test_memory_limit_applies():
+    ok, why = local_ready()
+    require(ok, why)
+    require(os.geteuid() == 0, "memory cgroups need root")
+    p = get_provider("local")
+    h = p.start(DesktopSpec(memory_mb=300))
+    try:
+        with DesktopClient.for_handle(h) as c:
+            r = c.execute(["python3", "-c", "b = bytearray(600 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096])"],
+                          timeout=60)
+            assert r["returncode"] != 0  # killed by the limit
+            assert c.platform() == "Linux"  # the OOM killer took the hog, not the server
+    finally:
+        p.stop(h)
+
+
+# ------------------------------------------------------------------ remote provider
+
+
+def _free_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.mark.slow
+def test_remote_provider_over_tcp():
+    """A desktop serving TCP on host loopback (as upstream's VM does on :5000), driven through
+    the remote provider, which assumes nothing but the protocol."""
+    ok, why = local_ready()
+    require(ok, why)
+    local = get_provider("local")
+    port = _free_port()
+    served = local.start(DesktopSpec(network="host", port=port))
+    try:
+        remote = get_provider("remote")
+        h = remote.start(DesktopSpec(url=f"http://127.0.0.1:{port}"))
+        assert (h.screen_width, h.screen_height) == (1920, 1080)
+        with DesktopClient.for_handle(h) as c:
+            editor_flow(c)
+        remote.stop(h)
+    finally:
+        local.stop(served)
+
+
+def test_remote_provider_unreachable_is_a_clear_error():
+    with pytest.raises(DesktopError, match="unreachable"):
+        get_provider("remote").start(DesktopSpec(url=f"http://127.0.0.1:{_free_port()}", ready_timeout=0.5))
+    with pytest.raises(DesktopError, match="needs a url"):
+        get_provider("remote").start(DesktopSpec())
