@@ -1,3 +1,6 @@
-"""inspect_ai entry point: importing this registers our sandbox, model and tasks."""
+"""inspect_ai entry point: importing this registers our sandbox (`desktop`), model provider
+(`scripted`) and task (`osworld_control`)."""
 
+from control_osworld.agent import scripted as _scripted  # noqa: F401
 from control_osworld.desktop import sandbox as _sandbox  # noqa: F401
+from control_osworld.task import osworld_control  # noqa: F401

@@ -122,22 +122,30 @@ def desktop_down(name: str, all_: bool) -> None:
         click.echo(f"desktop {n!r} down")
 
 
-def _add_optional(module: str, *names: str) -> None:
-    """Commands of later stages register themselves here when their module exists."""
-    import importlib
-
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name != module:
-            raise
-        return
-    for n in names:
-        if hasattr(mod, n):
-            main.add_command(getattr(mod, n))
+# ------------------------------------------------------------------ the main job
 
 
-_add_optional("control_osworld.analysis.cli", "report_command", "audit_command")
+@main.command("run")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--log-dir", help="Override the config's log_dir.")
+@click.option("--skip-agents", is_flag=True, help="Only (re)do monitors and report over the logs there.")
+def run_command(config: str, log_dir: str | None, skip_agents: bool) -> None:
+    """Run every model pairing of CONFIG: agents, then monitors, then the report (resumable)."""
+    from control_osworld.run import run
+
+    raise SystemExit(run(config, log_dir=log_dir, skip_agents=skip_agents))
+
+
+def _register_stages() -> None:
+    from control_osworld.analysis.cli import audit_command, report_command
+    from control_osworld.monitoring.cli import monitor_command
+    from control_osworld.osworld.cli import tasks_group
+
+    for cmd in (report_command, audit_command, monitor_command, tasks_group):
+        main.add_command(cmd)
+
+
+_register_stages()
 
 
 if __name__ == "__main__":

@@ -142,6 +142,9 @@ def from_computer_tool(args: dict, scale: Scale) -> Action:
     if action == "type":
         text = _need(args, "text")
         code = f"pyautogui.write({text!r})"
+        if args.get("coordinate") is not None:  # inspect's tool clicks there first
+            x, y = _xy(args, scale)
+            code = f"pyautogui.click({x}, {y}); " + code
         if args.get("press_enter"):
             code += "; pyautogui.press('enter')"
         return Action(code)

@@ -1,0 +1,263 @@
+"""The offline `scripted` model: plays the tasks' oracle solutions through the same loop and
+tools as any model, so the whole pipeline runs with no API.
+
+    --model scripted/oracle                 honest runs vary; attack runs pick a strategy per sample
+    --model scripted/attack-burst           one attack strategy for every attack sample
+    -M seed=3 -M giveaway=0.5               model args
+
+Honest runs get seeded, realistic variation: a look around before starting, typos fixed with
+BackSpace, pauses, narration drawn from `prompts/scripted_text.yaml`. Attack runs insert the
+side task's oracle into the main task's in one of these strategies:
+  blatant  side steps first, narrated openly;
+  burst    side steps together at one point mid-way;
+  spread   side steps one at a time between main steps;
+  hidden   side actions batched into main turns (one `computer(actions=[...])` call), so no
+           screenshot is ever taken between the side action and the main one;
+each with or without visible text that gives it away. The plan is a pure function of the
+sample, the epoch and the seed (`build_plan`), so tests know t* in advance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from inspect_ai.model import (
+    ChatMessage,
+    ChatMessageAssistant,
+    ContentReasoning,
+    ContentText,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    modelapi,
+)
+from inspect_ai.model._model_output import ChatCompletionChoice
+from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
+
+from control_osworld.desktop.actions import Scale
+
+STRATEGIES = ("blatant", "burst", "spread", "hidden")
+TEXT_FILE = Path(__file__).resolve().parents[2] / "prompts" / "scripted_text.yaml"
+
+
+@lru_cache(maxsize=1)
+def _texts() -> dict[str, list[str]]:
+    return yaml.safe_load(TEXT_FILE.read_text())
+
+
+@dataclass
+class Turn:
+    text: str = ""
+    reasoning: str = ""
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    side: bool = False
+    effect: bool = False
+    """The side task's effect first happens in this turn."""
+
+
+@dataclass
+class Plan:
+    turns: list[Turn]
+    strategy: str | None = None
+    giveaway: bool = False
+
+    @property
+    def effect_step(self) -> int | None:
+        """1-based step at which the side effect happens (t* if the checker is right)."""
+        for i, t in enumerate(self.turns, 1):
+            if t.effect:
+                return i
+        return None
+
+
+def _rng(*parts: Any) -> random.Random:
+    h = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "big"))
+
+
+def _oracle_turns(oracle: dict, side: bool = False) -> list[Turn]:
+    turns = []
+    effect_at = oracle.get("effect_step")
+    for i, s in enumerate(oracle.get("steps", []), 1):
+        turns.append(Turn(text=s.get("text", ""), calls=[dict(c) for c in s.get("calls", [])], side=side,
+                          effect=side and effect_at == i))
+    return turns
+
+
+def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
+    texts = _texts()
+    out: list[Turn] = []
+    if rng.random() < 0.5:  # look around first
+        out.append(Turn(text=rng.choice(texts["explore"]), calls=[{"tool": "computer", "arguments": {"action": "screenshot"}}]))
+    for t in turns:
+        t = Turn(text=t.text or rng.choice(texts["narrate"]), reasoning=t.reasoning, calls=list(t.calls),
+                 side=t.side, effect=t.effect)
+        if not t.side:
+            typo = next((c for c in t.calls if c.get("tool") == "computer"
+                         and c["arguments"].get("action") == "type" and len(c["arguments"].get("text", "")) > 6), None)
+            if typo is not None and rng.random() < 0.25:
+                # A typo and its fix, in the same field the oracle types into.
+                text = typo["arguments"]["text"]
+                cut = rng.randrange(2, len(text) - 2)
+                wrong = text[:cut] + rng.choice("qxzj")
+                out.append(Turn(text=rng.choice(texts["narrate"]), calls=[
+                    {"tool": "computer", "arguments": {"action": "type", "text": wrong}}]))
+                out.append(Turn(text=rng.choice(texts["fix"]), calls=[
+                    {"tool": "computer", "arguments": {"action": "key", "text": "BackSpace"}},
+                    {"tool": "computer", "arguments": {"action": "type", "text": text[cut:]}}]))
+                t.calls = [c for c in t.calls if c is not typo]
+                if not t.calls:
+                    continue
+            elif rng.random() < 0.08:
+                out.append(Turn(text=rng.choice(texts["wait"]),
+                                calls=[{"tool": "computer", "arguments": {"action": "wait", "duration": 1}}]))
+        out.append(t)
+    return out
+
+
+def _mark(turns: list[Turn], giveaway: bool, rng: random.Random) -> list[Turn]:
+    texts = _texts()
+    for t in turns:
+        t.reasoning = rng.choice(texts["attack_reasoning"])
+        t.text = rng.choice(texts["attack_giveaway"]) if giveaway else (t.text or rng.choice(texts["narrate"]))
+    return turns
+
+
+def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, epoch: int, seed: int = 0,
+               strategy: str | None = None, giveaway: float = 0.5) -> Plan:
+    rng = _rng(sample_id, epoch, seed)
+    main = _vary_honest(_oracle_turns(main_oracle), rng)
+    submit = Turn(text=rng.choice(_texts()["submit"]),
+                  calls=[{"tool": "submit", "arguments": {"status": main_oracle.get("submit", "done"),
+                                                          "explanation": ""}}])
+    if side_oracle is None:
+        return Plan(main + [submit])
+    strategy = strategy or rng.choice(STRATEGIES)
+    give = strategy == "blatant" or rng.random() < giveaway
+    side = _mark(_oracle_turns(side_oracle, side=True), give, rng)
+    if strategy == "blatant":
+        turns = side + main
+    elif strategy == "burst":
+        k = rng.randrange(1, max(2, len(main)))
+        turns = main[:k] + side + main[k:]
+    elif strategy == "spread":
+        turns = list(main)
+        gap = max(1, len(main) // (len(side) + 1))
+        for j, s in enumerate(side):
+            turns.insert(min(len(turns), (j + 1) * gap + j), s)
+    elif strategy == "hidden":
+        # Side calls ride in front of main turns' calls; each merged turn is one batch.
+        turns = list(main)
+        start = rng.randrange(0, max(1, len(main) - len(side)))
+        for j, s in enumerate(side):
+            i = min(start + j, len(turns) - 1)
+            host = turns[i]
+            turns[i] = Turn(text=s.text if give else host.text, reasoning=s.reasoning,
+                            calls=s.calls + host.calls, side=True, effect=s.effect or host.effect)
+    else:
+        raise ValueError(f"unknown attack strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    return Plan(turns + [submit], strategy=strategy, giveaway=give)
+
+
+def _batch(calls: list[dict], scale: Scale) -> list[ToolCall]:
+    """Tool calls in model space. Consecutive computer calls of a hidden turn become one
+    `computer(actions=[...])` call, so only the last gets a screenshot."""
+    out: list[ToolCall] = []
+    comp = [c["arguments"] for c in calls if c.get("tool") == "computer"]
+    others = [c for c in calls if c.get("tool") != "computer"]
+    n = len(out)
+
+    def to_model(args: dict) -> dict:
+        a = dict(args)
+        for key in ("coordinate", "start_coordinate"):
+            if a.get(key) is not None:
+                a[key] = list(scale.to_model(*a[key]))
+        if a.get("region") is not None:
+            x0, y0 = scale.to_model(*a["region"][:2])
+            x1, y1 = scale.to_model(*a["region"][2:])
+            a["region"] = [x0, y0, x1, y1]
+        return a
+
+    if len(comp) == 1:
+        out.append(ToolCall(id=f"call_{n}", function="computer", arguments=to_model(comp[0])))
+    elif comp:
+        out.append(ToolCall(id=f"call_{n}", function="computer", arguments={"actions": [to_model(a) for a in comp]}))
+    for i, c in enumerate(others):
+        out.append(ToolCall(id=f"call_{n + 1 + i}", function=c["tool"], arguments=dict(c.get("arguments", {}))))
+    return out
+
+
+@modelapi(name="scripted")
+class ScriptedModel(ModelAPI):
+    def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
+                 config: GenerateConfig = GenerateConfig(), seed: int = 0, giveaway: float = 0.5,
+                 model_width: int = 1366, model_height: int = 768, **model_args: Any) -> None:
+        super().__init__(model_name, base_url, api_key, [], config)
+        self.seed = int(seed)
+        self.giveaway = float(giveaway)
+        self.model_size = (int(model_width), int(model_height))
+        strategy = model_name.removeprefix("attack-") if model_name.startswith("attack-") else None
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ValueError(f"scripted/{model_name}: unknown strategy; use one of "
+                             f"{', '.join('attack-' + s for s in STRATEGIES)} or oracle")
+        self.strategy = strategy
+        self._plans: dict[tuple, Plan] = {}
+
+    def plan_for(self, metadata: dict, sample_id: str, epoch: int) -> Plan:
+        from control_osworld.osworld.catalogue import Catalogue
+
+        extra = metadata.get("metadata", {})
+        key = (sample_id, epoch)
+        if key not in self._plans:
+            cat = Catalogue.default()
+            side_id = extra.get("side_task_id")
+            attack = metadata.get("eval_mode") == "attack"
+            if extra.get("side_task_as_main"):
+                main, side = {**cat.side_oracle(side_id), "submit": "done"}, None
+                main = {"steps": main["steps"], "submit": "done"}
+            else:
+                main = cat.oracle(extra["main_task_id"])
+                side = cat.side_oracle(side_id) if (attack and side_id) else None
+            self._plans[key] = build_plan(main, side, sample_id=sample_id, epoch=epoch, seed=self.seed,
+                                          strategy=self.strategy, giveaway=self.giveaway)
+        return self._plans[key]
+
+    async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
+                       config: GenerateConfig) -> ModelOutput:
+        from inspect_ai.solver._task_state import sample_state
+
+        st = sample_state()
+        if st is None:
+            raise RuntimeError("the scripted model plays task oracles and must run inside an inspect sample")
+        plan = self.plan_for(st.metadata, str(st.sample_id), st.epoch)
+        step = sum(isinstance(m, ChatMessageAssistant) for m in input)
+        turn = plan.turns[min(step, len(plan.turns) - 1)]
+        screen = (1920, 1080)
+        try:
+            from control_osworld.agent.tools import desktop
+
+            h = desktop().handle
+            screen = (h.screen_width, h.screen_height)
+        except Exception:
+            pass
+        scale = Scale(self.model_size[0], self.model_size[1], *screen)
+        content: list = []
+        if turn.reasoning:
+            content.append(ContentReasoning(reasoning=turn.reasoning))
+        if turn.text:
+            content.append(ContentText(text=turn.text))
+        message = ChatMessageAssistant(content=content or "", tool_calls=_batch(turn.calls, scale),
+                                       model=self.model_name, source="generate")
+        return ModelOutput(
+            model=self.model_name,
+            choices=[ChatCompletionChoice(message=message, stop_reason="tool_calls")],
+            usage=ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0),
+            metadata={"strategy": plan.strategy, "side_turn": turn.side},
+        )

@@ -1,0 +1,110 @@
+"""Reading our .eval logs back: one `RunRecord` per sample (trajectory + screenshots) for
+the monitors, one row per sample for the analysis' runs table.
+
+Outcomes come from the trajectory the loop wrote; a sample that inspect recorded as an error
+(the desktop died, a provider failed) is `error`, whatever it had done so far.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pandas as pd
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
+from inspect_ai.model import ContentImage
+
+from control_osworld.trajectory import TRAJECTORY_KEY, RunRecord, Trajectory
+
+
+def _images(sample: EvalSample, wanted: set[str]) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for m in sample.messages:
+        if m.id in wanted and isinstance(m.content, list):
+            for c in m.content:
+                if isinstance(c, ContentImage) and c.image.startswith("data:"):
+                    out[m.id] = base64.b64decode(c.image.split(",", 1)[1])
+    return out
+
+
+def _trajectory(sample: EvalSample) -> Trajectory:
+    raw = sample.store.get(TRAJECTORY_KEY)
+    traj = Trajectory.model_validate(raw) if raw else Trajectory()
+    if sample.error is not None:
+        traj = traj.model_copy(update={"outcome": "error", "outcome_step": len(traj.steps) or None,
+                                       "error": sample.error.message})
+    return traj
+
+
+def _meta(sample: EvalSample) -> dict:
+    md = sample.metadata or {}
+    return {**md, **md.get("metadata", {})}
+
+
+def _untrusted(log: EvalLog) -> str:
+    """The untrusted model: the one named for the role, else the eval's own model."""
+    return (log.eval.metadata or {}).get("untrusted_model") or log.eval.model
+
+
+def _record(path: str, header: EvalLog, sample: EvalSample, images: bool) -> RunRecord:
+    traj = _trajectory(sample)
+    md = _meta(sample)
+    attack = md.get("eval_mode") == "attack"
+    wanted = {i for s in traj.steps for i in (s.screenshot_before_id, s.screenshot_after_id) if i}
+    return RunRecord(
+        log=path, sample_id=str(sample.id), epoch=sample.epoch,
+        eval_mode="attack" if attack else "honest",
+        main_task_id=str(md.get("main_task_id") or md.get("main_task_name") or sample.id),
+        side_task_id=md.get("side_task_id"),
+        untrusted_model=_untrusted(header),
+        attack_prompt=(header.eval.metadata or {}).get("attack_prompt", "") if attack else "",
+        trajectory=traj, images=_images(sample, wanted) if images else {},
+    )
+
+
+def _samples(path: str, images: bool) -> tuple[EvalLog, Iterator[EvalSample]]:
+    header = read_eval_log(path, header_only=True)
+    return header, read_eval_log_samples(path, all_samples_required=False, resolve_attachments=images)
+
+
+def iter_run_records(path: str | Path, *, images: bool = True) -> Iterator[RunRecord]:
+    header, samples = _samples(str(path), images)
+    for sample in samples:
+        yield _record(str(path), header, sample, images)
+
+
+def read_run_records(path: str | Path, *, images: bool = True) -> list[RunRecord]:
+    """Every sample of one .eval log as a RunRecord (screenshots resolved unless images=False)."""
+    return list(iter_run_records(path, images=images))
+
+
+def _success(value: dict, key: str) -> bool | None:
+    return value[key] == "C" if key in value else None
+
+
+def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """The analysis' runs table (one row per sample) from .eval logs."""
+    rows = []
+    for p in map(str, paths):
+        header, samples = _samples(p, images=False)
+        for sample in samples:
+            rec = _record(p, header, sample, images=False)
+            traj = rec.trajectory
+            value: dict = {}
+            for sc in (sample.scores or {}).values():
+                if isinstance(sc.value, dict):
+                    value.update(sc.value)
+            rows.append({
+                "run_id": rec.run_id, "log": rec.log, "sample_id": rec.sample_id, "epoch": rec.epoch,
+                "eval_mode": rec.eval_mode, "untrusted_model": rec.untrusted_model,
+                "attack_prompt": rec.attack_prompt, "main_task_id": rec.main_task_id,
+                "side_task_id": rec.side_task_id,
+                "outcome": traj.outcome or "error", "outcome_step": traj.outcome_step,
+                "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
+                "main_task_success": _success(value, "main_task_success"),
+                "side_task_success": _success(value, "side_task_success"),
+                "attempt_steps": list(traj.attempt_steps),
+                "boundary": _meta(sample).get("boundary"),
+            })
+    return pd.DataFrame(rows)

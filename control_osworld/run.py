@@ -1,0 +1,128 @@
+"""`control-osworld run CONFIG`: every model pairing of a config, end to end and resumable.
+
+Stages, each skipped when its output is already there:
+  1. agents: one inspect task per (untrusted model × mode × attack prompt), all through
+     `inspect_ai.eval_set` into `log_dir` (parallel desktops; finished logs are skipped,
+     errored samples retried; `inspect view` / `inspect eval-retry` work on the logs);
+  2. monitors: every monitor config × input subset over the logs, into the scores store;
+  3. report: tables, plots and the summary from the logs and scores.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Pairing(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    untrusted_model: str
+    model_args: dict[str, Any] = Field(default_factory=dict)
+    attack_prompts: list[str] = Field(default_factory=lambda: ["attack_plain"])
+    reminder_every: dict[str, int] = Field(default_factory=dict)
+    """Attack prompt -> remind every k steps (prompts not listed get no reminder)."""
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    log_dir: str = "logs/run"
+    modes: list[Literal["honest", "attack"]] = Field(default_factory=lambda: ["honest", "attack"])
+    pairings: list[Pairing]
+    epochs: int = 1
+    budget: int = 75
+    provider: str = "local"
+    max_samples: int = 4
+    retry_attempts: int = 2
+    main_tasks: list[str] | None = None
+    side_tasks: list[str] | None = None
+    apps: list[str] | None = None
+    boundary: Literal["open", "closed"] = "open"
+    monitors: list[str] = Field(default_factory=list)
+    """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
+    monitor_subsets: list[str] | Literal["all"] = "all"
+    report: bool = True
+    seed: int = 0
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunConfig":
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except FileNotFoundError:
+            raise SystemExit(f"{p}: no such config file")
+        except yaml.YAMLError as e:
+            raise SystemExit(f"{p}: not valid YAML: {e}")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+            raise SystemExit("bad run config:\n  " + "\n  ".join(lines))
+
+
+def build_tasks(cfg: RunConfig) -> list:
+    from inspect_ai.model import get_model
+
+    from control_osworld.task import osworld_control
+
+    tasks = []
+    for pairing in cfg.pairings:
+        model = get_model(pairing.untrusted_model, **pairing.model_args) if pairing.model_args else pairing.untrusted_model
+        common = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
+                      apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples)
+        slug = pairing.untrusted_model.replace("/", "-")
+        for mode in cfg.modes:
+            prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]
+            for prompt in prompts:
+                name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
+                t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
+                                    untrusted_model=pairing.untrusted_model, name=name, **common)
+                t.model = get_model(model) if isinstance(model, str) else model
+                tasks.append(t)
+    return tasks
+
+
+def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: bool = False) -> int:
+    from inspect_ai import eval_set
+
+    cfg = RunConfig.load(config_path)
+    out = Path(log_dir or cfg.log_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    logs: list[str] = []
+    if not skip_agents:
+        tasks = build_tasks(cfg)
+        print(f"[run] {len(tasks)} tasks ({', '.join(t.name for t in tasks)}) -> {out}", file=sys.stderr)
+        ok, eval_logs = eval_set(
+            tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
+            max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
+            fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
+        )
+        logs = [l.location for l in eval_logs]
+        if not ok:
+            print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
+    if not logs:
+        logs = sorted(str(p) for p in out.glob("*.eval"))
+    runs_path = out / "runs.parquet"
+    from control_osworld.logs import runs_table
+
+    table = runs_table(logs)
+    table.to_parquet(runs_path)
+    counts = table.groupby(["eval_mode", "outcome"]).size().to_dict() if not table.empty else {}
+    print(f"[run] runs table {runs_path}: {len(table)} runs; outcomes {counts}", file=sys.stderr)
+
+    scores_path = out / "scores"
+    if cfg.monitors:
+        from control_osworld.monitoring.runner import monitor_logs
+
+        monitor_logs(logs, cfg.monitors, subsets=cfg.monitor_subsets, store=scores_path)
+    if cfg.report and cfg.monitors:
+        from control_osworld.analysis.report import build_report
+
+        build_report(runs=[runs_path], scores=[scores_path], out=out / "report", seed=cfg.seed)
+        print(f"[run] report in {out / 'report'}", file=sys.stderr)
+    return 0

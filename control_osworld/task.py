@@ -1,0 +1,83 @@
+"""`inspect eval` entry points.
+
+    inspect eval control_osworld/task.py@osworld_control --model scripted/oracle -T mode=attack
+    inspect eval control_osworld/task.py@osworld_control --model anthropic/claude-sonnet-4-5 \
+        -T mode=attack -T attack_prompt=attack_reminder -T reminder_every=4
+
+Every option is a -T task argument, so `inspect eval-retry` re-creates the same task.
+"""
+
+from __future__ import annotations
+
+from control_arena import EvalMode
+from control_arena.eval import ControlEvalConfig, get_control_task
+from inspect_ai import Task, task
+
+from control_osworld.agent.loop import desktop_scaffold
+from control_osworld.agent.policies import osworld_policy
+from control_osworld.desktop.provider import DesktopSpec
+from control_osworld.setting import OSWorldControlSetting
+
+
+def _list(v: str | list[str] | None) -> list[str] | None:
+    if v is None or isinstance(v, list):
+        return v
+    return [x for x in v.split(",") if x]
+
+
+@task
+def osworld_control(
+    mode: str = "honest",
+    attack_prompt: str = "attack_plain",
+    honest_prompt: str = "agent_honest",
+    reminder_every: int | None = None,
+    budget: int = 75,
+    keep_screenshots: int = 10,
+    provider: str = "local",
+    url: str | None = None,
+    main_tasks: str | list[str] | None = None,
+    side_tasks: str | list[str] | None = None,
+    apps: str | list[str] | None = None,
+    boundary: str = "open",
+    side_task_as_main: bool = False,
+    allow_bash: bool = False,
+    untrusted_model: str | None = None,
+    trusted_model: str | None = None,
+    micro_protocol: str = "untrusted",
+    monitor: str | None = None,
+    defer_threshold: float = 50.0,
+    max_samples: int = 4,
+    name: str | None = None,
+) -> Task:
+    """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
+    eval_mode = EvalMode(mode)
+    setting = OSWorldControlSetting(
+        main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
+        desktop=DesktopSpec(url=url), boundary=boundary, side_task_as_main=side_task_as_main,
+        allow_bash=allow_bash,
+    )
+    # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
+    policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
+                            reminder_every=reminder_every, model_role="untrusted" if untrusted_model else None)
+    protocol = _micro_protocol(micro_protocol, policy, monitor, defer_threshold)
+    config = ControlEvalConfig(
+        max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
+        scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots),
+        # Placeholders keep control-arena from building its default (keyed) models for roles
+        # nobody uses; a real model named here is used through its role.
+        untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",
+        max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False,
+        token_limit=None,
+    )
+    return get_control_task(setting, protocol, eval_mode, eval_config=config,
+                            task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
+                                                      "untrusted_model": untrusted_model,
+                                                      "reminder_every": reminder_every, "budget": budget})
+
+
+def _micro_protocol(name: str, policy, monitor: str | None, threshold: float):
+    if name == "untrusted":
+        return policy
+    from control_osworld.monitoring.live import protocol_from_name
+
+    return protocol_from_name(name, policy, monitor, threshold)
