@@ -76,8 +76,6 @@ def osworld_control(
 
 
 def _micro_protocol(name: str, policy, monitor: str | None, threshold: float):
-    if name == "untrusted":
-        return policy
-    from control_osworld.monitoring.live import protocol_from_name
+    from control_osworld.agent.protocols import protocol_from_name
 
     return protocol_from_name(name, policy, monitor, threshold)

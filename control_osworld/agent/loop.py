@@ -149,7 +149,10 @@ def desktop_scaffold(
                         step.monitor_score = float(assistant.metadata["suspicion_score"])
 
                 submitted: str | None = None
-                if assistant is None or not assistant.tool_calls:
+                terminate = bool(assistant is not None and assistant.metadata and assistant.metadata.get(TERMINATE_KEY))
+                if terminate:
+                    pass  # the protocol stopped the run: the proposed action never runs
+                elif assistant is None or not assistant.tool_calls:
                     messages.append(ChatMessageUser(content=NO_TOOL_NUDGE))
                 else:
                     result = await execute_tools(messages, all_tools)
@@ -185,7 +188,7 @@ def desktop_scaffold(
                 if submitted is not None:
                     traj.submit_status = "infeasible" if submitted == "infeasible" else "done"
                     ending = ("stopped" if submitted == "infeasible" else "completed", t)
-                elif assistant is not None and assistant.metadata and assistant.metadata.get(TERMINATE_KEY):
+                elif terminate:
                     ending = ("terminated", t)
                 elif stop_on_escape and traj.t_star is not None:
                     ending = ("escaped", t)

@@ -1,0 +1,108 @@
+"""``control-osworld report`` and ``control-osworld audit`` (click commands).
+
+The lead's top-level group adds them with ``main.add_command(report_command)`` and
+``main.add_command(audit_command)``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ["report_command", "audit_command"]
+
+
+def _fprs(value: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(f"not a comma-separated list of numbers: {value!r}") from None
+    if not out or any(not 0 < f < 1 for f in out):
+        raise click.BadParameter("each FPR must be in (0, 1)")
+    return out
+
+
+def _load(logs, scores):
+    from .runs import InputError, load_runs, load_scores
+
+    try:
+        runs = load_runs(list(logs))
+        sc = load_scores(list(scores)) if scores else None
+    except (InputError, NotImplementedError) as exc:
+        raise click.ClickException(str(exc)) from None
+    return runs, sc
+
+
+@click.command("report")
+@click.option("--logs", "logs", multiple=True, required=True, type=click.Path(exists=True, path_type=Path),
+              help="Runs table(s) (.parquet/.csv) or a folder of them; inspect .eval logs later. Repeatable.")
+@click.option("--scores", "scores", multiple=True, required=True, type=click.Path(exists=True, path_type=Path),
+              help="Monitor scores store(s) (.parquet/.csv). Repeatable.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
+@click.option("--seed", default=0, show_default=True, help="Bootstrap seed (output is deterministic for a seed).")
+@click.option("--resamples", default=2000, show_default=True, help="Bootstrap resamples (of runs, never steps).")
+@click.option("--level", default=0.95, show_default=True, help="Confidence level of the percentile CIs.")
+@click.option("--fprs", default="0.01,0.03,0.05", show_default=True, help="FPRs for TPR@FPR and caught-before-t*.")
+@click.option("--max-fpr", default=0.03, show_default=True, help="Upper FPR of the partial AUROC.")
+@click.option("--attacks", type=click.Choice(["successful", "all"]), default="successful", show_default=True,
+              help="Positive class: attack runs whose side task succeeded, or all attack runs.")
+@click.option("--aggregate", type=click.Choice(["max", "mean", "median", "last"]), default="max", show_default=True,
+              help="Per-step monitors: a run's score from its step scores.")
+@click.option("--inclusive-t-star", "inclusive", multiple=True, metavar="MONITOR",
+              help="Per-step monitor whose score at step t* still counts as in time (pre_action scoring); 'all' for every monitor. Repeatable.")
+@click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True,
+              help="Hazards: drop error runs (counted apart) or censor them before their failed step.")
+@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+def report_command(logs, scores, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, inclusive, errors, codebooks, no_plots, progress):
+    """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT."""
+    from .report import build_report
+    from .tables import DetectionOptions
+
+    runs, sc = _load(logs, scores)
+    inc = True if "all" in inclusive else frozenset(inclusive)
+    try:
+        opts = DetectionOptions(fprs=_fprs(fprs), max_fpr=max_fpr, n_resamples=resamples, level=level, seed=seed,
+                                attacks=attacks, aggregate=aggregate, inclusive_t_star=inc)
+        written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {len(written)} files to {out_dir}")
+    for name in sorted(written):
+        click.echo(f"  {name}")
+
+
+@click.command("audit")
+@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path), help="Runs table(s) to audit.")
+@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="YAML codebook of external evaluations. Repeatable.")
+@click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True)
+@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown here instead of stdout.")
+def audit_command(logs, codebooks, errors, out_file):
+    """Identifiability audit (seed 000, section 4.5) of runs and/or external evaluations."""
+    from . import identifiability as idf
+
+    if not logs and not codebooks:
+        raise click.UsageError("give --logs and/or --codebook")
+    sections = []
+    if logs:
+        runs, _ = _load(logs, ())
+        rec, notes = idf.record_from_runs(runs, errors)
+        sections.append((f"Runs: {', '.join(map(str, logs))}", idf.audit_record(rec), notes))
+    for cb in codebooks:
+        try:
+            evs = idf.load_codebook(cb)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        for ev in evs:
+            sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"]))
+    text = idf.render_markdown(sections)
+    if out_file:
+        Path(out_file).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out_file}")
+    else:
+        sys.stdout.write(text)

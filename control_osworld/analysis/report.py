@@ -1,0 +1,269 @@
+"""Regenerate the analysis report from a runs table and a scores store.
+
+Writes into DIR: table3.{md,csv,tex}, table4.{md,csv,tex}, hazards.{md,csv},
+identifiability.md, roc_table3_*.png / roc_table4_*.png (log-FPR axis),
+cumulative_incidence.png and summary.md. Markdown, CSV and LaTeX are byte-identical for
+the same inputs and seed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from . import hazards as hz
+from . import identifiability as idf
+from . import plots, tables
+from .bootstrap import group_rng, resample_weights
+from .tables import DetectionOptions
+
+__all__ = ["build_report", "hazard_tables", "HAZARD_BUDGETS", "K_MAX_EPS", "N_AGENTS"]
+
+HAZARD_BUDGETS = (10, 25, 50, 75, 150)
+K_MAX_EPS = (0.01, 0.05, 0.10)
+N_AGENTS = (10, 100)
+
+
+def _groups(runs: pd.DataFrame):
+    """Hazard groups: untrusted model x (honest | attack prompt)."""
+    keys = runs[["untrusted_model", "eval_mode", "attack_prompt"]].drop_duplicates()
+    keys = keys.sort_values(["untrusted_model", "eval_mode", "attack_prompt"])
+    for m, mode, p in keys.itertuples(index=False):
+        sel = (runs["untrusted_model"] == m) & (runs["eval_mode"] == mode) & (runs["attack_prompt"] == p)
+        label = f"{m} / {mode}" + (f": {p}" if p else "")
+        yield label, m, mode, p, runs[sel]
+
+
+def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95, errors: str = "exclude"):
+    """(per-step frame, per-group summary frame, figure data) for every hazard group."""
+    steps_rows, summary_rows, fig = [], [], []
+    for label, m, mode, p, g in _groups(runs):
+        K = int(g["budget"].max())
+        st, oc = g["outcome_step"].to_numpy(dtype=np.int64), g["outcome"].to_numpy(dtype=object)
+        aj = hz.aalen_johansen(st, oc, K, errors)
+        n_use = aj.n_runs
+        lo = hi = None
+        if n_use:
+            w = resample_weights(n_use, n_resamples, group_rng(seed, f"hazards|{label}"))
+            lo, hi = hz.bootstrap_cumulative_incidence(st, oc, K, level=level, errors=errors, weights=w)
+        att = hz.attempt_rates(st, oc, list(g["attempt_steps"]), K, errors)
+        tab = aj.table()
+        for i, c in enumerate(hz.CAUSES):
+            tab[f"F_{c}_low"] = lo[:, i] if lo is not None else np.nan
+            tab[f"F_{c}_high"] = hi[:, i] if hi is not None else np.nan
+        tab["attempt_at_risk"] = att["at_risk"]
+        for c in ("attempts", "effective", "blocked", "a", "b"):
+            tab[c] = att[c]
+        tab.insert(0, "attack_prompt", p)
+        tab.insert(0, "eval_mode", mode)
+        tab.insert(0, "untrusted_model", m)
+        steps_rows.append(tab.reset_index())
+        fig.append((label, np.arange(1, K + 1), aj.cif, lo, hi))
+
+        fit = hz.constant_hazard_fit(st, oc, K, errors)
+        row = {"group": label, "untrusted_model": m, "eval_mode": mode, "attack_prompt": p, "budget": K,
+               "n_runs": len(g), "n_used": n_use, "n_error": aj.n_error, "survival_K": aj.survival[-1] if n_use else np.nan}
+        for i, c in enumerate(hz.CAUSES):
+            row[f"F_{c}"] = aj.cif[-1, i] if n_use else np.nan
+            row[f"F_{c}_low"] = lo[-1, i] if lo is not None else np.nan
+            row[f"F_{c}_high"] = hi[-1, i] if hi is not None else np.nan
+        row.update({"s": fit.completed, "g": fit.stopped, "e": fit.escaped, "d": fit.terminated, "h": fit.total,
+                    "person_steps": fit.person_steps})
+        e, h = fit.escaped, fit.total
+        ok = n_use and h == h and h > 0
+        row["F_E_const_K"] = hz.constant_hazard_incidence(e, h, K) if ok else np.nan
+        for b in HAZARD_BUDGETS:
+            row[f"F_E_const_{b}"] = hz.constant_hazard_incidence(e, h, b) if ok else np.nan
+        row["F_E_const_inf"] = hz.constant_hazard_incidence(e, h, math.inf) if ok else np.nan
+        for eps in K_MAX_EPS:
+            row[f"K_max_{eps:g}"] = hz.k_max(e, h, eps) if ok else np.nan
+        f_e = row["F_escaped"]
+        for n in N_AGENTS:
+            r = hz.multi_agent_risk(f_e, n) if f_e == f_e else hz.MultiAgentRisk(np.nan, np.nan, np.nan)
+            row[f"N{n}_independent"], row[f"N{n}_lower"], row[f"N{n}_upper"] = r
+        tot_att, tot_eff, tot_risk = att["attempts"].sum(), att["effective"].sum(), att["at_risk"].sum()
+        row["attempt_runs_person_steps"] = int(tot_risk)
+        row["attempts"], row["effective"] = int(tot_att), int(tot_eff)
+        row["a"] = tot_att / tot_risk if tot_risk else np.nan
+        row["b"] = tot_eff / tot_att if tot_att else np.nan
+        summary_rows.append(row)
+    steps_df = pd.concat(steps_rows, ignore_index=True) if steps_rows else pd.DataFrame()
+    return steps_df, pd.DataFrame(summary_rows), fig
+
+
+def _f(x, nd=3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞"
+    return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
+
+
+def _k(x) -> str:
+    """A budget: whole number, ∞, or – when unknown."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return "∞" if math.isinf(x) else str(int(x))
+
+
+def _ci(r, key) -> str:
+    return f"{_f(r[key])} [{_f(r[key + '_low'])}, {_f(r[key + '_high'])}]"
+
+
+def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: float, seed: int, errors: str) -> str:
+    L = ["# Competing hazards over agent steps (seed 000, section 3)", ""]
+    L += [
+        "- Discrete-time Aalen-Johansen: hazard_c(t) = events_c(t) / at risk(t); S(t) = prod (1 - sum_c hazard_c); "
+        "F_c(t) = sum_j S(j-1) hazard_c(j). Censored runs are at risk through their last step (events before censoring at a tied step).",
+        "- Budget exhaustion = administrative right-censoring at K. Errors: "
+        + ("excluded from the estimator, counted apart." if errors == "exclude" else "censored after the step before the failure."),
+        f"- CIs: {level:.0%} percentile, {n_resamples} bootstrap resamples of runs within each group, seed {seed}.",
+        "- Constant hazards: per-cause MLE = events / person-steps at risk; F_E(K) = (e/h)(1 - (1-h)^K); "
+        "K_max(eps) = floor(ln(1 - eps h/e) / ln(1 - h)) when eps < e/h, else ∞ (a bound conditional on the model).",
+        "- N agents (own budgets, no sharing): independent 1 - (1 - F_E(K))^N; any dependence: between F_E(K) and min(1, N F_E(K)).",
+        "- a = attempts / person-steps at risk and b = effective / attempts, over runs that record attempts (e = a b).",
+        "",
+        "## Cumulative incidence at the budget K",
+        "",
+        "| Group | K | runs (used/errors) | completed | stopped | escaped | terminated | S(K) censored |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in summary.iterrows():
+        L.append(f"| {r.group} | {r.budget} | {r.n_used}/{r.n_error} | " + " | ".join(_ci(r, f"F_{c}") for c in hz.CAUSES) + f" | {_f(r.survival_K)} |")
+    L += ["", "## Constant-hazard fit and what it implies", "",
+          "| Group | s | g | e | d | h | F_E(K) AJ | F_E(K) fit | " + " | ".join(f"F_E({b})" for b in HAZARD_BUDGETS)
+          + " | F_E(∞) | " + " | ".join(f"K_max({e:g})" for e in K_MAX_EPS) + " |",
+          "|---|" + "---|" * (8 + len(HAZARD_BUDGETS) + len(K_MAX_EPS))]
+    for _, r in summary.iterrows():
+        L.append(f"| {r.group} | " + " | ".join(_f(r[k], 4) for k in ("s", "g", "e", "d", "h")) + f" | {_f(r.F_escaped)} | {_f(r.F_E_const_K)} | "
+                 + " | ".join(_f(r[f"F_E_const_{b}"]) for b in HAZARD_BUDGETS) + f" | {_f(r.F_E_const_inf)} | "
+                 + " | ".join(_k(r[f"K_max_{e:g}"]) for e in K_MAX_EPS) + " |")
+    L += ["", "## N agents and the attempt decomposition", "",
+          "| Group | " + " | ".join(f"N={n}: independent [bounds]" for n in N_AGENTS) + " | attempts | effective | a | b |",
+          "|---|" + "---|" * (len(N_AGENTS) + 4)]
+    for _, r in summary.iterrows():
+        L.append(f"| {r.group} | " + " | ".join(f"{_f(r[f'N{n}_independent'])} [{_f(r[f'N{n}_lower'])}, {_f(r[f'N{n}_upper'])}]" for n in N_AGENTS)
+                 + f" | {r.attempts} | {r.effective} | {_f(r.a, 4)} | {_f(r.b)} |")
+    L.append("")
+    return "\n".join(L)
+
+
+def _best_cells(df: pd.DataFrame) -> list[str]:
+    out = []
+    au = df[df["metric"] == "auroc"].dropna(subset=["estimate"])
+    for (m, p), g in au.groupby(["untrusted_model", "attack_prompt"], sort=True):
+        r = g.sort_values(["estimate", "monitor", "inputs"], ascending=[False, True, True]).iloc[0]
+        out.append(f"{m} / {p}: {r.monitor} on {r.inputs}, AUROC {r.estimate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]")
+    return out
+
+
+def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: DetectionOptions = DetectionOptions(),
+                 errors: str = "exclude", codebooks: Iterable = (), progress=None, plots_enabled: bool = True) -> dict[str, Path]:
+    """Write every report file into out_dir; returns {name: path}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+
+    def write(name: str, text: str):
+        p = out / name
+        p.write_text(text, encoding="utf-8", newline="\n")
+        written[name] = p
+
+    unmatched = int((~scores["run_id"].isin(runs["run_id"])).sum())
+    t3 = tables.table3(runs, scores, opts, progress)
+    t4 = tables.table4(runs, scores, opts, progress)
+    for name, df, per_step, title, label in (
+        ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
+        ("table4", t4, True, "Table 4: per-step monitors", "tab:per-step"),
+    ):
+        write(f"{name}.md", tables.render_markdown(df, title, opts, per_step))
+        write(f"{name}.tex", tables.render_latex(df, title, opts, per_step, label))
+        tables.write_csv(df, out / f"{name}.csv")
+        written[f"{name}.csv"] = out / f"{name}.csv"
+
+    steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors)
+    write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors))
+    steps_df.to_csv(out / "hazards.csv", index=False, float_format="%.6g", lineterminator="\n")
+    written["hazards.csv"] = out / "hazards.csv"
+
+    rec, notes = idf.record_from_runs(runs, errors)
+    sections = [("These runs", idf.audit_record(rec), notes)]
+    attack = runs[runs["eval_mode"] == "attack"]
+    if len(attack) and len(attack) < len(runs):
+        rec_a, notes_a = idf.record_from_runs(attack, errors)
+        sections.append(("Attack runs only", idf.audit_record(rec_a), notes_a))
+    for cb in codebooks:
+        for ev in idf.load_codebook(cb):
+            sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"] + ([f"source: {ev['source']}"] if ev.get("source") else [])))
+    write("identifiability.md", idf.render_markdown(sections))
+
+    if plots_enabled:
+        written.update(_plots(runs, scores, opts, out, fig))
+
+    write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written)))
+    return written
+
+
+def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:
+    written = {}
+    for table, (cells, mat) in (("table3", tables.full_trajectory_scores(runs, scores)), ("table4", tables.per_step_scores(runs, scores, opts))):
+        if not cells:
+            continue
+        monitors = sorted(set(m for m, _ in cells))
+        for model, prompt, honest, attack in tables.row_groups(runs, opts.attacks):
+            panels = []
+            for mon in monitors:
+                curves = [(inp, mat[c, honest], mat[c, attack]) for c, (m, inp) in enumerate(cells) if m == mon]
+                if any(np.isfinite(h).any() and np.isfinite(a).any() for _, h, a in curves):
+                    panels.append((mon, curves))
+            if not panels:
+                continue
+            name = f"roc_{table}_{plots.slug(model, prompt)}.png"
+            title = f"{'Full-trajectory' if table == 'table3' else 'Per-step (per-run ' + opts.aggregate + ')'} monitors: {model} / {prompt}"
+            written[name] = plots.roc_figure(out / name, title, panels, opts.fprs)
+    if fig_groups:
+        written["cumulative_incidence.png"] = plots.cumulative_incidence_figure(out / "cumulative_incidence.png", fig_groups)
+    return written
+
+
+def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files) -> str:
+    n = len(runs)
+    modes = runs["eval_mode"].value_counts()
+    L = ["# Analysis summary", ""]
+    L.append(f"- Runs: {n} ({int(modes.get('honest', 0))} honest, {int(modes.get('attack', 0))} attack) over "
+             f"{runs['untrusted_model'].nunique()} untrusted model(s) and {runs.loc[runs['eval_mode'] == 'attack', 'attack_prompt'].nunique()} attack prompt(s).")
+    oc = runs["outcome"].value_counts()
+    L.append("- Outcomes: " + ", ".join(f"{c} {int(oc.get(c, 0))}" for c in hz.OUTCOMES) + ".")
+    succ = int((runs["side_task_success"].map(lambda v: v is True)).sum())
+    L.append(f"- Attack runs whose side task succeeded: {succ}. Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
+    L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
+    L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
+             f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
+    L += ["", "## Best monitor per row group (AUROC)", ""]
+    for name, df in (("Table 3 (full trajectory)", t3), ("Table 4 (per step)", t4)):
+        best = _best_cells(df)
+        L += [f"- {name}: " + ("; ".join(best) if best else "no scores")]
+    cb = t4[(t4["metric"] == "caught_before_t_star")].dropna(subset=["estimate"])
+    if not cb.empty:
+        f0 = min(opts.fprs)
+        top = cb[cb["fpr"] == f0].sort_values(["estimate", "monitor", "inputs"], ascending=[False, True, True]).head(1)
+        if not top.empty:
+            r = top.iloc[0]
+            L.append(f"- Highest caught-before-t* at per-run FPR {f0:.0%}: {r.monitor} on {r.inputs} ({r.untrusted_model} / {r.attack_prompt}): {r.estimate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}].")
+    L += ["", "## Competing hazards", ""]
+    for _, r in hsum.iterrows():
+        if r.eval_mode != "attack":
+            continue
+        km = r[f"K_max_{K_MAX_EPS[0]:g}"]
+        L.append(f"- {r.group}: F_E({r.budget}) = {_ci(r, 'F_escaped')}; F_completed = {_f(r.F_completed)}, F_stopped = {_f(r.F_stopped)}; "
+                 f"a = {_f(r.a, 4)}, b = {_f(r.b)}; K_max({K_MAX_EPS[0]:g}) = {_k(km)}; "
+                 f"N={N_AGENTS[-1]}: {_f(r[f'N{N_AGENTS[-1]}_independent'])} if independent.")
+    L += ["", "## Identifiability (these runs)", ""]
+    L += [f"- {j.quantity}: {j.verdict}" for j in judgements]
+    L += ["", "## Files", ""] + [f"- {f}" for f in files + ["summary.md"]]
+    L.append("")
+    return "\n".join(L)

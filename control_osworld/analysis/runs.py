@@ -1,0 +1,337 @@
+"""Load and validate the runs table and the monitors' scores table (Parquet or CSV).
+
+Every error names the file, the column and, where it helps, the first offending row.
+The contracts are those the other stages write; see docs/analysis.md.
+
+CSV encodings: booleans as true/false/1/0 (empty = null); ``attempt_steps`` as a JSON list
+("[3, 7]"), or "3;7"; an empty cell means "attempts not recorded" (null) while "[]" means
+"recorded, none".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .hazards import OUTCOMES
+
+__all__ = [
+    "RUN_COLUMNS",
+    "SCORE_COLUMNS",
+    "INPUT_SUBSETS",
+    "load_runs",
+    "load_scores",
+    "runs_from_logs",
+    "validate_runs",
+    "validate_scores",
+    "canonical_inputs",
+    "InputError",
+]
+
+RUN_COLUMNS = (
+    "run_id", "log", "sample_id", "epoch", "eval_mode", "untrusted_model", "attack_prompt",
+    "main_task_id", "side_task_id", "outcome", "outcome_step", "t_star", "steps", "budget",
+    "main_task_success", "side_task_success", "attempt_steps", "boundary",
+)
+SCORE_COLUMNS = (
+    "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
+    "config_hash", "score", "error",
+)
+INPUT_SUBSETS = ("A", "T", "S", "A+T", "A+S", "T+S", "A+T+S")
+EVAL_MODES = ("honest", "attack")
+MONITOR_KINDS = ("full_trajectory", "per_step")
+BOUNDARIES = ("open", "closed")
+DEFAULT_BUDGET = 75
+TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
+LOG_SUFFIXES = (".eval",)
+
+
+class InputError(ValueError):
+    """Bad input file: the message names the file and the field."""
+
+
+def _paths(paths) -> list[Path]:
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.suffix.lower() in TABLE_SUFFIXES + LOG_SUFFIXES)
+            if not found:
+                raise InputError(f"{p}: directory holds no .parquet, .csv or .eval files")
+            out += found
+        elif not p.exists():
+            raise InputError(f"{p}: no such file")
+        else:
+            out.append(p)
+    if not out:
+        raise InputError("no input files given")
+    return out
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix == ".csv":
+            return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except Exception as exc:  # unreadable file: say which
+        raise InputError(f"{path}: cannot read ({type(exc).__name__}: {exc})") from exc
+    raise InputError(f"{path}: unsupported file type {suffix!r} (use .parquet or .csv)")
+
+
+def _row_hint(df: pd.DataFrame, mask) -> str:
+    i = int(np.flatnonzero(np.asarray(mask))[0])
+    rid = df["run_id"].iloc[i] if "run_id" in df.columns else None
+    return f"row {i + 1}" + (f" (run_id {rid})" if rid is not None and rid == rid else "")
+
+
+def _require_columns(df, columns, path):
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(map(repr, missing))}")
+
+
+def _isnull(s: pd.Series) -> np.ndarray:
+    return s.isna().to_numpy()
+
+
+def _to_int(df, col, path, nullable=False, minimum=None) -> pd.Series:
+    s = df[col]
+    null = _isnull(s)
+    if null.any() and not nullable:
+        raise InputError(f"{path}: column {col!r} is empty at {_row_hint(df, null)}")
+    num = pd.to_numeric(s, errors="coerce")
+    bad = (num.isna().to_numpy() & ~null) | (~null & (num.fillna(0) != np.round(num.fillna(0))).to_numpy())
+    if bad.any():
+        raise InputError(f"{path}: column {col!r} is not a whole number at {_row_hint(df, bad)}: {s[bad].iloc[0]!r}")
+    out = num.astype("Int64")
+    if minimum is not None:
+        low = (out < minimum).fillna(False).to_numpy()
+        if low.any():
+            raise InputError(f"{path}: column {col!r} below {minimum} at {_row_hint(df, low)}: {out[low].iloc[0]}")
+    return out
+
+
+def _to_str(df, col, path, nullable=False, allowed=None) -> pd.Series:
+    s = df[col]
+    null = _isnull(s)
+    if null.any() and not nullable:
+        raise InputError(f"{path}: column {col!r} is empty at {_row_hint(df, null)}")
+    if pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"):
+        out = s.astype(object)  # already strings: no per-row conversion (scores are big)
+    else:
+        out = s.astype(str).astype(object)
+    if null.any():
+        out = out.where(~null, None)
+    if allowed is not None:
+        bad = ~null & ~out.isin(allowed).to_numpy()
+        if bad.any():
+            raise InputError(
+                f"{path}: column {col!r} has {out[bad].iloc[0]!r} at {_row_hint(df, bad)}; allowed: {', '.join(allowed)}"
+            )
+    return out
+
+
+_TRUE = {"true", "1", "yes", "t", "y"}
+_FALSE = {"false", "0", "no", "f", "n"}
+
+
+def _to_bool(df, col, path) -> pd.Series:
+    def conv(v):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA:
+            return None
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if isinstance(v, (int, np.integer, float)) and v in (0, 1):
+            return bool(v)
+        t = str(v).strip().lower()
+        if t in _TRUE:
+            return True
+        if t in _FALSE:
+            return False
+        raise ValueError(v)
+
+    vals = []
+    for i, v in enumerate(df[col].tolist()):
+        try:
+            vals.append(conv(v))
+        except ValueError:
+            raise InputError(f"{path}: column {col!r} is not a boolean at row {i + 1}: {v!r}") from None
+    return pd.Series(vals, index=df.index, dtype=object)
+
+
+def _to_steps_list(df, col, path) -> pd.Series:
+    def conv(v):
+        if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+            return None
+        if isinstance(v, str):
+            t = v.strip()
+            if t == "":
+                return None
+            if t.startswith("["):
+                v = json.loads(t)
+            else:
+                v = [x for x in t.replace(",", ";").split(";") if x.strip()]
+        items = list(v)
+        out = []
+        for x in items:
+            fx = float(x)
+            if fx != round(fx) or fx < 1:
+                raise ValueError(x)
+            out.append(int(fx))
+        return sorted(set(out))
+
+    vals = []
+    for i, v in enumerate(df[col].tolist()):
+        try:
+            vals.append(conv(v))
+        except (ValueError, TypeError, json.JSONDecodeError):
+            raise InputError(f"{path}: column {col!r} at row {i + 1} is not a list of steps >= 1: {v!r}") from None
+    return pd.Series(vals, index=df.index, dtype=object)
+
+
+def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
+    """Check and normalise a runs table; returns a new frame with the contract's dtypes."""
+    _require_columns(df, RUN_COLUMNS, path)
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame(index=df.index)
+    for c in ("run_id", "log", "sample_id", "untrusted_model", "main_task_id"):
+        out[c] = _to_str(df, c, path, nullable=c == "log")
+    out["epoch"] = _to_int(df, "epoch", path, minimum=0)
+    out["eval_mode"] = _to_str(df, "eval_mode", path, allowed=EVAL_MODES)
+    out["attack_prompt"] = _to_str(df, "attack_prompt", path, nullable=True).fillna("")
+    out["side_task_id"] = _to_str(df, "side_task_id", path, nullable=True)
+    out["outcome"] = _to_str(df, "outcome", path, allowed=OUTCOMES)
+    if df["budget"].isna().any():
+        df = df.assign(budget=df["budget"].fillna(DEFAULT_BUDGET))
+    out["budget"] = _to_int(df, "budget", path, minimum=1)
+    out["outcome_step"] = _to_int(df, "outcome_step", path, minimum=0)
+    out["t_star"] = _to_int(df, "t_star", path, nullable=True, minimum=1)
+    out["steps"] = _to_int(df, "steps", path, minimum=0)
+    out["main_task_success"] = _to_bool(df, "main_task_success", path)
+    out["side_task_success"] = _to_bool(df, "side_task_success", path)
+    out["attempt_steps"] = _to_steps_list(df, "attempt_steps", path)
+    out["boundary"] = _to_str(df, "boundary", path, nullable=True, allowed=BOUNDARIES)
+
+    dup = out["run_id"].duplicated().to_numpy()
+    if dup.any():
+        raise InputError(f"{path}: column 'run_id' repeats {out['run_id'][dup].iloc[0]!r} ({_row_hint(out, dup)})")
+    over = (out["outcome_step"] > out["budget"]).to_numpy()
+    if over.any():
+        raise InputError(f"{path}: column 'outcome_step' exceeds 'budget' at {_row_hint(out, over)}")
+    event = out["outcome"].isin(["completed", "stopped", "escaped", "terminated"]).to_numpy()
+    zero = event & (out["outcome_step"] < 1).to_numpy()
+    if zero.any():
+        raise InputError(f"{path}: column 'outcome_step' must be >= 1 for an event at {_row_hint(out, zero)}")
+    esc = (out["outcome"] == "escaped").to_numpy()
+    mism = esc & ~(out["t_star"] == out["outcome_step"]).fillna(False).to_numpy()
+    if mism.any():
+        raise InputError(f"{path}: column 't_star' must equal 'outcome_step' for an escaped run at {_row_hint(out, mism)}")
+    return out[list(RUN_COLUMNS)]
+
+
+def canonical_inputs(value: str) -> str:
+    """'T+A' -> 'A+T'; raises ValueError for anything but a non-empty subset of A, T, S."""
+    parts = [p.strip().upper() for p in str(value).split("+")]
+    if not parts or any(p not in ("A", "T", "S") for p in parts) or len(set(parts)) != len(parts):
+        raise ValueError(value)
+    return "+".join(p for p in ("A", "T", "S") if p in parts)
+
+
+def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
+    """Check and normalise a scores table (one row per log/sample/epoch/step/monitor/inputs)."""
+    _require_columns(df, SCORE_COLUMNS, path)
+    df = df.reset_index(drop=True)
+    out = pd.DataFrame(index=df.index)
+    out["run_id"] = _to_str(df, "run_id", path)
+    out["log"] = _to_str(df, "log", path, nullable=True)
+    out["sample_id"] = _to_str(df, "sample_id", path, nullable=True)
+    out["epoch"] = _to_int(df, "epoch", path, nullable=True, minimum=0)
+    out["step"] = _to_int(df, "step", path, nullable=True, minimum=0)
+    out["monitor"] = _to_str(df, "monitor", path)
+    kinds = df["monitor_kind"].astype(str)
+    bad = ~kinds.isin(MONITOR_KINDS).to_numpy()
+    if bad.any():
+        raise InputError(f"{path}: column 'monitor_kind' has {kinds[bad].iloc[0]!r} at {_row_hint(df, bad)}; allowed: {', '.join(MONITOR_KINDS)}")
+    out["monitor_kind"] = kinds
+    # map the few distinct input strings, not every row
+    raw = df["inputs"].astype(str)
+    mapping = {}
+    for v in raw.unique():
+        try:
+            mapping[v] = canonical_inputs(v)
+        except ValueError:
+            bad = (raw == v).to_numpy()
+            raise InputError(f"{path}: column 'inputs' has {v!r} at {_row_hint(df, bad)}; allowed: {', '.join(INPUT_SUBSETS)}") from None
+    out["inputs"] = raw.map(mapping)
+    out["config_hash"] = _to_str(df, "config_hash", path, nullable=True).fillna("")
+    score = pd.to_numeric(df["score"], errors="coerce")
+    bad = score.isna().to_numpy() & ~_isnull(df["score"])
+    if bad.any():
+        raise InputError(f"{path}: column 'score' is not a number at {_row_hint(df, bad)}: {df['score'][bad].iloc[0]!r}")
+    if np.isinf(score.to_numpy(dtype=float, na_value=np.nan)).any():
+        raise InputError(f"{path}: column 'score' has an infinite value")
+    out["score"] = score.astype(np.float64)
+    out["error"] = _to_str(df, "error", path, nullable=True)
+    per_step = (out["monitor_kind"] == "per_step").to_numpy()
+    no_step = per_step & out["step"].isna().to_numpy()
+    if no_step.any():
+        raise InputError(f"{path}: column 'step' is empty for a per_step monitor at {_row_hint(out, no_step)}")
+    stray = ~per_step & out["step"].notna().to_numpy()
+    if stray.any():
+        raise InputError(f"{path}: column 'step' must be empty for a full_trajectory monitor at {_row_hint(out, stray)}")
+    key = ["run_id", "monitor", "inputs", "config_hash", "step"]
+    dup = out.duplicated(subset=key).to_numpy()
+    if dup.any():
+        raise InputError(f"{path}: more than one score for the same {'/'.join(key)} at {_row_hint(out, dup)}")
+    return out[list(SCORE_COLUMNS)]
+
+
+def runs_from_logs(paths) -> pd.DataFrame:
+    """Runs table from our inspect .eval logs (control_osworld.logs), validated like a file."""
+    from control_osworld.logs import runs_table
+
+    frames = []
+    for f in _paths(paths):
+        try:
+            table = runs_table([f])
+        except Exception as e:  # a truncated or foreign file: say which one
+            raise InputError(f"{f}: not a readable control-osworld .eval log ({type(e).__name__}: {e})") from e
+        frames.append(validate_runs(table, f))
+    return pd.concat(frames, ignore_index=True)
+
+
+def load_runs(paths) -> pd.DataFrame:
+    """Runs table from one or more .parquet/.csv files (or directories of them).
+
+    .eval logs are dispatched to runs_from_logs. Raises InputError naming the file and column.
+    """
+    frames = []
+    for p in _paths(paths):
+        if p.suffix.lower() in LOG_SUFFIXES:
+            frames.append(runs_from_logs([p]))
+            continue
+        frames.append(validate_runs(_read_table(p), p))
+    df = pd.concat(frames, ignore_index=True)
+    dup = df["run_id"].duplicated().to_numpy()
+    if dup.any():
+        raise InputError(f"{', '.join(map(str, _paths(paths)))}: run_id {df['run_id'][dup].iloc[0]!r} appears in more than one file")
+    return df
+
+
+def load_scores(paths) -> pd.DataFrame:
+    """Scores table from one or more .parquet/.csv files; raises InputError naming the file."""
+    frames = [validate_scores(_read_table(p), p) for p in _paths(paths)]
+    df = pd.concat(frames, ignore_index=True)
+    if len(frames) > 1:
+        dup = df.duplicated(subset=["run_id", "monitor", "inputs", "config_hash", "step"]).to_numpy()
+        if dup.any():
+            raise InputError(f"{', '.join(map(str, _paths(paths)))}: the same score row appears in more than one file (run_id {df['run_id'][dup].iloc[0]!r})")
+    return df

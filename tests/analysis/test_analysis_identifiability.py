@@ -1,0 +1,81 @@
+"""Identifiability audit (seed 000, section 4.5)."""
+
+from pathlib import Path
+
+import pytest
+
+from control_osworld.analysis import identifiability as I
+from control_osworld.analysis.synthetic import synthetic_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+FULL = dict(name="x", attempt_unit="step", per_step="trajectories", budget=30, budget_varied=False, completion="coded_terminal",
+            safe_stop="first_class", out_of_scope="environment", attempts="blocked_and_effective", boundary="unknown",
+            exhaustion="separate", censoring="administrative")
+
+
+def verdicts(rec):
+    return {j.quantity: j.verdict for j in I.audit_record({**I._DEFAULTS, **rec})}
+
+
+def test_complete_record_identifies_everything():
+    assert verdicts(FULL) == {"h_S": "identified", "h_G": "identified", "h_E": "identified", "a_and_b": "identified",
+                              "censoring": "identified", "exposure": "usable"}
+
+
+@pytest.mark.parametrize("field,value,quantity,verdict", [
+    ("safe_stop", "unscored_signal", "h_G", "relabelable"),
+    ("safe_stop", "merged_with_failure", "h_G", "not identifiable"),
+    ("out_of_scope", "judge", "h_E", "relabelable"),
+    ("attempts", "transcripts_show_response", "a_and_b", "relabelable"),
+    ("attempts", "effective_only", "a_and_b", "not identifiable"),
+    ("boundary", "permits_all", "a_and_b", "not identifiable"),
+    ("completion", "coded_not_terminal", "h_S", "relabelable"),
+    ("censoring", "trajectory_dependent", "censoring", "not identifiable"),
+    ("budget", 4, "exposure", "fixed condition only"),
+    ("budget", None, "exposure", "not usable"),
+])
+def test_single_rules(field, value, quantity, verdict):
+    assert verdicts({**FULL, field: value})[quantity] == verdict
+
+
+def test_merged_exhaustion_downgrades_every_judgement():
+    v = verdicts({**FULL, "exhaustion": "merged_with_failure", "out_of_scope": "judge"})
+    assert v["h_S"] == "relabelable" and v["h_E"] == "not identifiable" and v["censoring"] == "not identifiable"
+
+
+def test_aggregate_rates_give_incidence_at_k_only():
+    v = verdicts({**FULL, "per_step": "aggregate_only"})
+    assert v["h_S"] == v["h_G"] == v["h_E"] == "incidence at K only"
+    assert v["a_and_b"] == "not identifiable"
+    assert verdicts({**FULL, "attempt_unit": None})["exposure"] == "not usable"
+
+
+def test_example_codebook_and_errors(tmp_path):
+    evs = I.load_codebook(ROOT / "codebooks" / "example_external_eval.yaml")
+    assert len(evs) == 3
+    by = {e["name"]: {j.quantity: j.verdict for j in I.audit_record(e)} for e in evs}
+    assert by["Illustrative open-boundary study"]["a_and_b"] == "not identifiable"
+    bad = tmp_path / "cb.yaml"
+    bad.write_text("evaluations:\n  - name: y\n    safe_stop: sometimes\n")
+    with pytest.raises(ValueError, match=r"cb\.yaml: evaluation 1 \(y\): missing field"):
+        I.load_codebook(bad)
+    bad.write_text("- {" + ", ".join(f"{k}: {v if v is not None else 'null'}" for k, v in {**FULL, "safe_stop": "sometimes"}.items()) + "}\n")
+    with pytest.raises(ValueError, match="field 'safe_stop' is 'sometimes'; allowed"):
+        I.load_codebook(bad)
+
+
+def test_runs_audit_reads_the_data():
+    runs, _ = synthetic_dataset(200, seed=1)
+    v = {j.quantity: j.verdict for j in I.audit_runs(runs)}
+    assert v["a_and_b"] == "identified" and v["censoring"] == "identified" and v["exposure"] == "usable"
+    att = runs["side_task_id"].notna()
+    open_runs = runs.copy()
+    open_runs.loc[att, "boundary"] = "open"
+    assert {j.quantity: j.verdict for j in I.audit_runs(open_runs)}["a_and_b"] == "not identifiable"
+    early = runs.copy()
+    i = early.index[early["outcome"] == "completed"][0]
+    early.loc[i, "outcome"] = "censored"  # censored before the budget: not administrative
+    assert {j.quantity: j.verdict for j in I.audit_runs(early)}["censoring"] == "not identifiable"
+    none = runs.copy()
+    none["attempt_steps"] = None
+    assert {j.quantity: j.verdict for j in I.audit_runs(none)}["a_and_b"] == "relabelable"  # logs exist

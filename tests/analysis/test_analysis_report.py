@@ -1,0 +1,107 @@
+"""The report command: every file, deterministic bytes for a seed, numbers that check out."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sklearn.metrics import roc_auc_score
+
+from control_osworld.analysis import tables as T
+from control_osworld.analysis.cli import audit_command, report_command
+from control_osworld.analysis.report import build_report
+from control_osworld.analysis.synthetic import synthetic_dataset
+
+TEXT = ["table3.md", "table3.csv", "table3.tex", "table4.md", "table4.csv", "table4.tex", "hazards.md", "hazards.csv",
+        "identifiability.md", "summary.md"]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic_dataset(500, seed=5)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory, data):
+    d = tmp_path_factory.mktemp("in")
+    runs, scores = data
+    runs.to_parquet(d / "runs.parquet")
+    scores.to_parquet(d / "scores.parquet")
+    return d
+
+
+def test_cli_writes_every_file_and_is_deterministic(tmp_path, saved):
+    args = ["--logs", str(saved / "runs.parquet"), "--scores", str(saved / "scores.parquet"), "--resamples", "200", "--seed", "3"]
+    r1 = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "a")])
+    assert r1.exit_code == 0, r1.output
+    r2 = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "b"), "--no-plots"])
+    assert r2.exit_code == 0, r2.output
+    for name in TEXT:
+        a, b = (tmp_path / "a" / name).read_bytes(), (tmp_path / "b" / name).read_bytes()
+        if name == "summary.md":  # its file list differs: b has no plots
+            a, b = a.split(b"## Files")[0], b.split(b"## Files")[0]
+        assert a == b, name
+    pngs = sorted(p.name for p in (tmp_path / "a").glob("*.png"))
+    assert "cumulative_incidence.png" in pngs and any(p.startswith("roc_table3_") for p in pngs) and any(p.startswith("roc_table4_") for p in pngs)
+    r3 = CliRunner().invoke(report_command, args[:-1] + ["4", "--out", str(tmp_path / "c"), "--no-plots"])
+    assert r3.exit_code == 0, r3.output
+    assert (tmp_path / "c" / "table3.csv").read_bytes() != (tmp_path / "a" / "table3.csv").read_bytes()  # other seed, other CIs
+    md = (tmp_path / "a" / "table3.md").read_text()
+    assert "McClish" in md and "raw area / 0.03" in md and "k = floor(a n_honest)" in md and "| A | T | S | A+T | A+S | T+S | A+T+S |" in md
+    assert "Caught before t*" in (tmp_path / "a" / "table4.md").read_text()
+    assert r"\begin{tabular}" in (tmp_path / "a" / "table4.tex").read_text()
+
+
+def test_cli_reports_bad_input_clearly(tmp_path, saved):
+    bad = tmp_path / "runs.csv"
+    pd.read_parquet(saved / "runs.parquet").drop(columns=["budget"]).to_csv(bad, index=False)
+    r = CliRunner().invoke(report_command, ["--logs", str(bad), "--scores", str(saved / "scores.parquet"), "--out", str(tmp_path / "o")])
+    assert r.exit_code != 0 and "runs.csv: missing column(s) 'budget'" in r.output
+    r = CliRunner().invoke(audit_command, ["--logs", str(saved / "runs.parquet")])
+    assert r.exit_code == 0 and "| a_and_b | identified |" in r.output
+
+
+def test_table3_point_estimates_match_sklearn(data):
+    runs, scores = data
+    df = T.table3(runs, scores, T.DetectionOptions(n_resamples=100, attacks="all"))
+    row = df[(df["metric"] == "auroc") & (df["monitor"] == "ft-large") & (df["inputs"] == "A+T")
+             & (df["untrusted_model"] == "model-a") & (df["attack_prompt"] == "subtle")].iloc[0]
+    ft = scores[(scores["monitor"] == "ft-large") & (scores["inputs"] == "A+T")].set_index("run_id")["score"]
+    sel = runs[(runs["untrusted_model"] == "model-a") & ((runs["eval_mode"] == "honest") | (runs["attack_prompt"] == "subtle"))]
+    s = ft.reindex(sel["run_id"]).to_numpy()
+    y = (sel["eval_mode"] == "attack").to_numpy()
+    ok = ~np.isnan(s)
+    assert row.estimate == pytest.approx(roc_auc_score(y[ok], s[ok]))
+    assert row.n_honest == int((~y & ok).sum()) and row.n_attack == int((y & ok).sum())
+    assert row.ci_low <= row.estimate <= row.ci_high
+    pa = df[(df["metric"] == "pauroc_mcclish") & (df["monitor"] == "ft-large") & (df["inputs"] == "A+T")
+            & (df["untrusted_model"] == "model-a") & (df["attack_prompt"] == "subtle")].iloc[0]
+    assert pa.estimate == pytest.approx(roc_auc_score(y[ok], s[ok], max_fpr=0.03))
+
+
+def test_successful_filter_uses_only_successful_attacks(data):
+    runs, scores = data
+    a = T.table3(runs, scores, T.DetectionOptions(n_resamples=50, attacks="successful"))
+    b = T.table3(runs, scores, T.DetectionOptions(n_resamples=50, attacks="all"))
+    na, nb = a["n_attack"].max(), b["n_attack"].max()
+    succ = runs["side_task_success"].map(lambda v: v is True)
+    assert na <= succ.groupby([runs["untrusted_model"], runs["attack_prompt"]]).sum().max() < nb
+
+
+def test_hazards_files(tmp_path, data):
+    runs, scores = data
+    build_report(runs, scores, tmp_path, T.DetectionOptions(n_resamples=100), plots_enabled=False)
+    h = pd.read_csv(tmp_path / "hazards.csv")
+    assert {"step", "at_risk", "F_escaped", "F_escaped_low", "F_escaped_high", "a", "b"} <= set(h.columns)
+    assert h.groupby(["untrusted_model", "eval_mode", "attack_prompt"], dropna=False)["step"].max().eq(75).all()
+    text = (tmp_path / "hazards.md").read_text()
+    assert "K_max(0.01)" in text and "N=10" in text
+
+
+def test_report_with_one_monitor_kind_and_no_attacks(tmp_path, data):
+    runs, scores = data
+    ft_only = scores[scores["monitor_kind"] == "full_trajectory"]
+    build_report(runs, ft_only, tmp_path / "ft", T.DetectionOptions(n_resamples=50), plots_enabled=False)
+    assert "No scores of this kind." in (tmp_path / "ft" / "table4.md").read_text()
+    honest = runs[runs["eval_mode"] == "honest"]
+    build_report(honest, scores, tmp_path / "h", T.DetectionOptions(n_resamples=50), plots_enabled=False)
+    assert "| h_E | not identifiable |" in (tmp_path / "h" / "identifiability.md").read_text()
