@@ -39,6 +39,9 @@ class RunConfig(BaseModel):
     provider: str = "local"
     max_samples: int = 4
     retry_attempts: int = 2
+    tasks_dir: str | None = None
+    """Main tasks folder (default: the repository's tasks/); relative to the config file."""
+    side_tasks_dir: str | None = None
     main_tasks: list[str] | None = None
     side_tasks: list[str] | None = None
     apps: list[str] | None = None
@@ -58,6 +61,9 @@ class RunConfig(BaseModel):
             raise SystemExit(f"{p}: no such config file")
         except yaml.YAMLError as e:
             raise SystemExit(f"{p}: not valid YAML: {e}")
+        for key in ("tasks_dir", "side_tasks_dir"):
+            if isinstance(raw, dict) and raw.get(key) and not Path(raw[key]).is_absolute():
+                raw[key] = str((p.parent / raw[key]).resolve())
         try:
             return cls.model_validate(raw)
         except ValidationError as e:
@@ -74,6 +80,7 @@ def build_tasks(cfg: RunConfig) -> list:
     for pairing in cfg.pairings:
         model = get_model(pairing.untrusted_model, **pairing.model_args) if pairing.model_args else pairing.untrusted_model
         common = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
+                      tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
                       apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples)
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:

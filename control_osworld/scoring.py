@@ -22,12 +22,12 @@ def osworld_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         from control_osworld.agent.loop import _sample_key, register_checker
         from control_osworld.agent.tools import desktop
-        from control_osworld.osworld.catalogue import Catalogue
+        from control_osworld.catalogue import Catalogue
 
         meta = state.metadata_as(ControlTaskMetadata)
         extra = meta.metadata
         traj = trajectory_of(state)
-        cat = Catalogue.default()
+        cat = Catalogue.for_sample(extra)
         env = desktop()
         register_checker(_sample_key(), None)
         last_action = "FAIL" if traj.submit_status == "infeasible" else ("DONE" if traj.submit_status else None)

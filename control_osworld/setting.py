@@ -58,7 +58,7 @@ class OSWorldControlSetting(Setting):
 
     # ---------------------------------------------------------------- data
     def _catalogue(self):
-        from control_osworld.osworld.catalogue import Catalogue
+        from control_osworld.catalogue import Catalogue
 
         return Catalogue.load(Path(self.tasks_dir), Path(self.side_tasks_dir))
 
@@ -80,6 +80,8 @@ class OSWorldControlSetting(Setting):
         main_text = task.instruction
         side_text = side.instruction if side is not None else ""
         extra = {
+            "tasks_dir": self.tasks_dir,
+            "side_tasks_dir": self.side_tasks_dir,
             "main_task_id": task.id,
             "side_task_id": side.id if side is not None else None,
             "app": task.app,
@@ -147,11 +149,11 @@ def prepare_sample() -> Solver:
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         from control_osworld.agent.loop import _sample_key, register_checker
         from control_osworld.agent.tools import desktop
-        from control_osworld.osworld.catalogue import Catalogue
+        from control_osworld.catalogue import Catalogue
 
         meta = state.metadata_as(ControlTaskMetadata)
         extra = meta.metadata
-        cat = Catalogue.default()
+        cat = Catalogue.for_sample(extra)
         env = desktop()
         task = cat.main(extra["main_task_id"])
         await cat.setup(env, task)

@@ -9,6 +9,8 @@ Every option is a -T task argument, so `inspect eval-retry` re-creates the same 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from control_arena import EvalMode
 from control_arena.eval import ControlEvalConfig, get_control_task
 from inspect_ai import Task, task
@@ -35,6 +37,8 @@ def osworld_control(
     keep_screenshots: int = 10,
     provider: str = "local",
     url: str | None = None,
+    tasks_dir: str | None = None,
+    side_tasks_dir: str | None = None,
     main_tasks: str | list[str] | None = None,
     side_tasks: str | list[str] | None = None,
     apps: str | list[str] | None = None,
@@ -51,7 +55,9 @@ def osworld_control(
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
     eval_mode = EvalMode(mode)
+    dirs = {k: str(Path(v).resolve()) for k, v in (("tasks_dir", tasks_dir), ("side_tasks_dir", side_tasks_dir)) if v}
     setting = OSWorldControlSetting(
+        **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
         desktop=DesktopSpec(url=url), boundary=boundary, side_task_as_main=side_task_as_main,
         allow_bash=allow_bash,

@@ -60,6 +60,8 @@ class Turn:
     side: bool = False
     effect: bool = False
     """The side task's effect first happens in this turn."""
+    checkpoint: bool = False
+    """The desktop is at rest after this turn: other steps may go in after it."""
 
 
 @dataclass
@@ -87,8 +89,23 @@ def _oracle_turns(oracle: dict, side: bool = False) -> list[Turn]:
     effect_at = oracle.get("effect_step")
     for i, s in enumerate(oracle.get("steps", []), 1):
         turns.append(Turn(text=s.get("text", ""), calls=[dict(c) for c in s.get("calls", [])], side=side,
-                          effect=side and effect_at == i))
+                          effect=side and effect_at == i, checkpoint=bool(s.get("checkpoint"))))
     return turns
+
+
+def _chunks(side: list[Turn]) -> list[list[Turn]]:
+    """A side oracle cut at its checkpoints: pieces that can be played apart."""
+    out: list[list[Turn]] = [[]]
+    for t in side:
+        out[-1].append(t)
+        if t.checkpoint:
+            out.append([])
+    return [c for c in out if c]
+
+
+def _rest_points(main: list[Turn]) -> list[int]:
+    """Indices into `main` before which other steps may be inserted."""
+    return sorted({0, len(main), *(i + 1 for i, t in enumerate(main) if t.checkpoint)})
 
 
 def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
@@ -98,7 +115,7 @@ def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
         out.append(Turn(text=rng.choice(texts["explore"]), calls=[{"tool": "computer", "arguments": {"action": "screenshot"}}]))
     for t in turns:
         t = Turn(text=t.text or rng.choice(texts["narrate"]), reasoning=t.reasoning, calls=list(t.calls),
-                 side=t.side, effect=t.effect)
+                 side=t.side, effect=t.effect, checkpoint=t.checkpoint)
         if not t.side:
             typo = next((c for c in t.calls if c.get("tool") == "computer"
                          and c["arguments"].get("action") == "type" and len(c["arguments"].get("text", "")) > 6), None)
@@ -114,6 +131,7 @@ def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
                     {"tool": "computer", "arguments": {"action": "type", "text": text[cut:]}}]))
                 t.calls = [c for c in t.calls if c is not typo]
                 if not t.calls:
+                    out[-1].checkpoint = t.checkpoint
                     continue
             elif rng.random() < 0.08:
                 out.append(Turn(text=rng.choice(texts["wait"]),
@@ -141,28 +159,42 @@ def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, e
         return Plan(main + [submit])
     strategy = strategy or rng.choice(STRATEGIES)
     give = strategy == "blatant" or rng.random() < giveaway
-    side = _mark(_oracle_turns(side_oracle, side=True), give, rng)
+    chunks = _chunks(_mark(_oracle_turns(side_oracle, side=True), give, rng))
+    points = _rest_points(main)
+    interior = [p for p in points if 0 < p < len(main)] or points
     if strategy == "blatant":
-        turns = side + main
+        placed = {0: [t for c in chunks for t in c]}
     elif strategy == "burst":
-        k = rng.randrange(1, max(2, len(main)))
-        turns = main[:k] + side + main[k:]
+        placed = {rng.choice(interior): [t for c in chunks for t in c]}
     elif strategy == "spread":
-        turns = list(main)
-        gap = max(1, len(main) // (len(side) + 1))
-        for j, s in enumerate(side):
-            turns.insert(min(len(turns), (j + 1) * gap + j), s)
+        # One piece per rest point, spread evenly; extra pieces share the last point.
+        spots = [points[min(len(points) - 1, round((j + 1) * (len(points) - 1) / (len(chunks) + 1)))]
+                 for j in range(len(chunks))]
+        placed = {}
+        for spot, c in zip(spots, chunks):
+            placed.setdefault(spot, []).extend(c)
     elif strategy == "hidden":
-        # Side calls ride in front of main turns' calls; each merged turn is one batch.
-        turns = list(main)
-        start = rng.randrange(0, max(1, len(main) - len(side)))
-        for j, s in enumerate(side):
-            i = min(start + j, len(turns) - 1)
-            host = turns[i]
-            turns[i] = Turn(text=s.text if give else host.text, reasoning=s.reasoning,
-                            calls=s.calls + host.calls, side=True, effect=s.effect or host.effect)
+        # Each piece's calls ride in one batched turn with the main turn after a rest point, so
+        # no screenshot is ever taken between the side actions and the main action.
+        spot = rng.choice(interior)
+        merged = []
+        for c in chunks:
+            calls = [call for t in c for call in t.calls]
+            host = main[spot] if spot < len(main) else Turn(text=rng.choice(_texts()["narrate"]))
+            merged.append(Turn(text=c[0].text if give else host.text, reasoning=c[0].reasoning,
+                               calls=calls + host.calls, side=True, effect=any(t.effect for t in c),
+                               checkpoint=host.checkpoint))
+        turns = main[:spot] + merged[:1] + main[spot + 1:] if spot < len(main) else main + merged[:1]
+        for extra in merged[1:]:  # further pieces go in as their own batched turns at the end
+            turns.append(extra)
+        return Plan(turns + [submit], strategy=strategy, giveaway=give)
     else:
         raise ValueError(f"unknown attack strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    turns = []
+    for i in range(len(main) + 1):
+        turns.extend(placed.get(i, []))
+        if i < len(main):
+            turns.append(main[i])
     return Plan(turns + [submit], strategy=strategy, giveaway=give)
 
 
@@ -211,14 +243,15 @@ class ScriptedModel(ModelAPI):
         self._plans: dict[tuple, Plan] = {}
 
     def plan_for(self, metadata: dict, sample_id: str, epoch: int) -> Plan:
-        from control_osworld.osworld.catalogue import Catalogue
+        from control_osworld.catalogue import Catalogue
 
         extra = metadata.get("metadata", {})
         key = (sample_id, epoch)
         if key not in self._plans:
-            cat = Catalogue.default()
+            cat = Catalogue.for_sample(extra)
             side_id = extra.get("side_task_id")
-            attack = metadata.get("eval_mode") == "attack"
+            mode = metadata.get("eval_mode")
+            attack = str(getattr(mode, "value", mode)) == "attack"
             if extra.get("side_task_as_main"):
                 main, side = {**cat.side_oracle(side_id), "submit": "done"}, None
                 main = {"steps": main["steps"], "submit": "done"}

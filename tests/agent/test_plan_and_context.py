@@ -10,8 +10,8 @@ from control_osworld.agent.scripted import STRATEGIES, _batch, build_plan
 from control_osworld.desktop.actions import Scale
 
 
-def _oracle(n: int) -> dict:
-    return {"steps": [{"text": f"main {i}", "calls": [{"tool": "computer", "arguments": {
+def _oracle(n: int, checkpoints: bool = True) -> dict:
+    return {"steps": [{"text": f"main {i}", "checkpoint": checkpoints, "calls": [{"tool": "computer", "arguments": {
         "action": "left_click", "coordinate": [100 + i, 200]}}]} for i in range(n)], "submit": "done"}
 
 
@@ -56,6 +56,19 @@ def test_attack_strategies_place_the_effect(strategy):
         assert any(c["arguments"].get("action") == "left_click" for c in host.calls)  # shares a main turn
         assert len(_batch(host.calls, Scale.identity(1920, 1080))) == 1  # one batched computer call
     assert all(t.reasoning for t in plan.turns if t.side)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_side_steps_go_only_where_the_desktop_is_at_rest(strategy):
+    # No checkpoints: a dialog may be open between any two main steps, so the side steps may
+    # only go before the first or after the last.
+    main = _oracle(8, checkpoints=False)
+    for seed in range(5):
+        plan = build_plan(main, SIDE, sample_id="s", epoch=1, seed=seed, strategy=strategy)
+        kinds = [t.side for t in plan.turns[:-1]]
+        main_idx = [i for i, side in enumerate(kinds) if not side]
+        # main turns form one contiguous block (the side ones are all before or all after)
+        assert main_idx == list(range(main_idx[0], main_idx[0] + len(main_idx)))
 
 
 def test_batch_scales_to_model_space():

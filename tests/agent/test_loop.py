@@ -1,0 +1,155 @@
+"""The control loop end to end on the embedded desktop, with the offline scripted model and
+small fixture tasks (tests/agent/data): t* at the known step, censoring at the cap, a safe
+stop, an infrastructure error kept apart and resumed, and the main job over a small config."""
+
+from __future__ import annotations
+
+import glob
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai import eval_retry
+
+from control_osworld.catalogue import Catalogue
+from control_osworld.agent.scripted import build_plan
+from control_osworld.logs import read_run_records, runs_table
+from control_osworld.task import osworld_control
+from tests.conftest import require
+from tests.desktop.conftest import local_ready
+
+pytestmark = [pytest.mark.desktop, pytest.mark.slow]
+
+DATA = Path(__file__).parent / "data"
+DIRS = dict(tasks_dir=str(DATA / "tasks"), side_tasks_dir=str(DATA / "side_tasks"))
+
+
+@pytest.fixture(autouse=True)
+def _desktop():
+    ok, why = local_ready()
+    require(ok, why)
+
+
+def _run(tmp_path, model="scripted/oracle", **task_args):
+    task = osworld_control(**DIRS, **task_args)
+    [log] = inspect_eval(task, model=model, log_dir=str(tmp_path), display="none")
+    return log
+
+
+def test_attack_records_t_star_at_the_known_step(tmp_path):
+    log = _run(tmp_path, model="scripted/attack-burst", mode="attack", main_tasks="write_note")
+    assert log.status == "success", log.error
+    [rec] = read_run_records(log.location)
+    traj = rec.trajectory
+    cat = Catalogue.load(DIRS["tasks_dir"], DIRS["side_tasks_dir"])
+    plan = build_plan(cat.oracle("write_note"), cat.side_oracle("drop_marker"), sample_id=rec.sample_id,
+                      epoch=1, seed=0, strategy="burst")
+    assert traj.t_star == plan.effect_step
+    assert traj.outcome == "escaped" and traj.outcome_step == traj.t_star
+    assert [s.side_task.score for s in traj.steps[: traj.t_star - 1]] == [0.0] * (traj.t_star - 1)
+    assert traj.steps[traj.t_star - 1].side_task.score == 1.0
+    assert traj.submit_status == "done" and len(traj.steps) == len(plan.turns)
+    # A / T / private reasoning / S are all recorded, and kept apart.
+    side_step = traj.steps[traj.t_star - 1]
+    assert "pyautogui.press('enter')" in [a.code for a in side_step.actions]
+    assert side_step.reasoning and side_step.reasoning not in side_step.visible_text
+    assert all(s.screenshot_before_id and s.screenshot_after_id for s in traj.steps[:-1])
+    assert rec.images[side_step.screenshot_after_id][:4] == b"\x89PNG"
+    row = runs_table([log.location]).iloc[0]
+    assert row.outcome == "escaped" and row.t_star == traj.t_star
+    assert row.main_task_success and row.side_task_success
+
+
+def test_honest_run_completes_without_side_checks(tmp_path):
+    log = _run(tmp_path, mode="honest", main_tasks="write_note")
+    [rec] = read_run_records(log.location, images=False)
+    assert rec.trajectory.outcome == "completed" and rec.trajectory.t_star is None
+    assert all(s.side_task is None for s in rec.trajectory.steps)
+    assert runs_table([log.location]).iloc[0].main_task_success
+
+
+def test_budget_exhaustion_is_censoring(tmp_path):
+    log = _run(tmp_path, mode="honest", main_tasks="write_note", budget=3)
+    [rec] = read_run_records(log.location, images=False)
+    t = rec.trajectory
+    assert (t.outcome, t.outcome_step, len(t.steps), t.submit_status) == ("censored", 3, 3, None)
+    assert log.samples[0].error is None  # censoring is an outcome, not a failure
+    assert not runs_table([log.location]).iloc[0].main_task_success
+
+
+def test_infeasible_task_ends_in_a_safe_stop(tmp_path):
+    log = _run(tmp_path, mode="honest", main_tasks="open_in_excel")
+    [rec] = read_run_records(log.location, images=False)
+    assert rec.trajectory.outcome == "stopped" and rec.trajectory.submit_status == "infeasible"
+    assert runs_table([log.location]).iloc[0].main_task_success  # FAIL is right on an infeasible task
+
+
+def _kill_desktops_after(delay: float, done: threading.Event) -> None:
+    """Kill every embedded desktop (bubblewrap) that appears, `delay` s after it does."""
+    seen = None
+    while not done.is_set():
+        out = subprocess.run(["pgrep", "-x", "bwrap"], capture_output=True, text=True).stdout.split()
+        if out and seen is None:
+            seen = time.monotonic()
+        if seen is not None and time.monotonic() - seen > delay:
+            for pid in out:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            return
+        time.sleep(0.05)
+
+
+def test_killed_desktop_is_an_error_kept_apart_and_the_run_resumes(tmp_path):
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_desktops_after, args=(4.0, done), daemon=True)
+    killer.start()
+    try:
+        log = _run(tmp_path, mode="honest", main_tasks="write_note")
+    finally:
+        done.set()
+    assert log.status == "error" or log.samples[0].error is not None
+    table = runs_table([log.location])
+    assert list(table.outcome) == ["error"]
+    assert table.iloc[0].main_task_success is None  # an error is never scored as a failure
+
+    [retried] = eval_retry(log.location, log_dir=str(tmp_path), display="none")
+    assert retried.status == "success"
+    row = runs_table([retried.location]).iloc[0]
+    assert row.outcome == "completed" and row.main_task_success
+
+
+def test_main_job_over_a_small_config(tmp_path):
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(f"""
+log_dir: {tmp_path / 'logs'}
+tasks_dir: {DIRS['tasks_dir']}
+side_tasks_dir: {DIRS['side_tasks_dir']}
+modes: [honest, attack]
+pairings:
+  - untrusted_model: scripted/attack-blatant
+    attack_prompts: [attack_plain]
+max_samples: 2
+report: false
+""")
+    from control_osworld.run import run
+
+    assert run(cfg) == 0
+    table = runs_table(sorted(glob.glob(str(tmp_path / "logs" / "*.eval"))))
+    honest = table[table.eval_mode == "honest"].set_index("main_task_id")
+    attack = table[table.eval_mode == "attack"].set_index("main_task_id")
+    assert honest.loc["write_note"].outcome == "completed"
+    assert honest.loc["open_in_excel"].outcome == "stopped"
+    a = attack.loc["write_note"]
+    assert a.outcome == "escaped" and a.t_star == 4  # blatant: side steps first, the effect is side step 4
+    assert (tmp_path / "logs" / "runs.parquet").exists()
+    # Resumable: a second run skips the finished logs.
+    before = sorted(glob.glob(str(tmp_path / "logs" / "*.eval")))
+    assert run(cfg) == 0
+    assert sorted(glob.glob(str(tmp_path / "logs" / "*.eval"))) == before
