@@ -51,6 +51,7 @@ class OSWorldControlSetting(Setting):
     allow_bash: bool = Field(default=False, description="Offer bash on every task (else only where a task allows).")
     model_width: int = 1366
     model_height: int = 768
+    settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
 
     @classmethod
     def get_name(cls) -> str:
@@ -121,7 +122,7 @@ class OSWorldControlSetting(Setting):
         return prepare_sample()
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
-        tools: list[Tool] = [computer_tool(model_size=(self.model_width, self.model_height))]
+        tools: list[Tool] = [computer_tool(model_size=(self.model_width, self.model_height), settle_s=self.settle_s)]
         meta = state.metadata_as(ControlTaskMetadata)
         if meta.metadata.get("allow_bash"):
             tools.append(bash(timeout=120))

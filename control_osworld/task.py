@@ -51,6 +51,8 @@ def osworld_control(
     monitor: str | None = None,
     defer_threshold: float = 50.0,
     max_samples: int = 4,
+    settle_s: float = 0.3,
+    epochs: int | None = None,
     name: str | None = None,
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
@@ -60,7 +62,7 @@ def osworld_control(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
         desktop=DesktopSpec(url=url), boundary=boundary, side_task_as_main=side_task_as_main,
-        allow_bash=allow_bash,
+        allow_bash=allow_bash, settle_s=settle_s,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
@@ -73,7 +75,7 @@ def osworld_control(
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",
         max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False,
-        token_limit=None,
+        token_limit=None, epochs=epochs,
     )
     return get_control_task(setting, protocol, eval_mode, eval_config=config,
                             task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",

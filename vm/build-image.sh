@@ -93,8 +93,7 @@ EOF
   printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
 
   local wrap=()
-  command -v eatmydata >/dev/null && wrap=(eatmydata)
-  # shellcheck disable=SC2046
+  if command -v eatmydata >/dev/null; then wrap=(eatmydata); fi
   local pkgs
   pkgs=$(package_list "$dir/packages.txt" | tr '\n' ' ')
 
@@ -102,7 +101,9 @@ EOF
   log "provision: apt-get update"
   "${wrap[@]}" apt-get update -qq || die "provision: apt-get update failed (mirror reachable?)"
   log "provision: apt-get upgrade (security updates for the base system)"
-  "${wrap[@]}" apt-get -y -qq -o Dpkg::Use-Pty=0 upgrade >/dev/null || die "provision: apt-get upgrade failed"
+  "${wrap[@]}" apt-get -y -q -o Dpkg::Use-Pty=0 upgrade >/tmp/apt-upgrade.log 2>&1 ||
+    { tail -40 /tmp/apt-upgrade.log >&2; die "provision: apt-get upgrade failed (log above)"; }
+  rm -f /tmp/apt-upgrade.log
   log "provision: installing $(wc -w <<<"$pkgs $EXTRA_PACKAGES") packages and their dependencies"
   # shellcheck disable=SC2086
   "${wrap[@]}" apt-get install -y -q -o Dpkg::Use-Pty=0 --no-install-recommends $pkgs $EXTRA_PACKAGES \
@@ -150,7 +151,7 @@ cleanup() {
     # Processes a package script left running inside the chroot hold its mounts.
     local p
     for p in /proc/[0-9]*; do
-      [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOTFS" ] && kill -9 "${p#/proc/}" 2>/dev/null || true
+      if [ "$(readlink "$p/root" 2>/dev/null)" = "$ROOTFS" ]; then kill -9 "${p#/proc/}" 2>/dev/null || true; fi
     done
     # Every mount below the root filesystem, deepest first (lazy: never blocks).
     awk -v r="$ROOTFS/" 'index($5, r) == 1 {print $5}' /proc/self/mountinfo | LC_ALL=C sort -r |
@@ -173,7 +174,13 @@ image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
 build_base() {
   local base_tag=$1 cache=$2 mirror=$3 secmirror=$4 suite=bookworm
-  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+  if ! command -v debootstrap >/dev/null; then
+    log "installing debootstrap on the host (apt-get)"
+    command -v apt-get >/dev/null || die "debootstrap is not installed and there is no apt-get to install it"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null; } ||
+      die "could not install debootstrap (apt-get install debootstrap)"
+  fi
   mkdir -p "$cache/debs/partial"
   local work
   work=$(mktemp -d "${TMPDIR:-/var/tmp}/control-osworld-build.XXXXXX")
@@ -218,14 +225,14 @@ EOF
   for v in PIP_CERT REQUESTS_CA_BUNDLE SSL_CERT_FILE; do
     if [ -n "${!v:-}" ] && [ -f "${!v}" ]; then ca=${!v}; break; fi
   done
-  [ -z "$ca" ] && [ -f /etc/ssl/certs/ca-certificates.crt ] && ca=/etc/ssl/certs/ca-certificates.crt
+  if [ -z "$ca" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then ca=/etc/ssl/certs/ca-certificates.crt; fi
   if [ -n "$ca" ]; then
     cp -L "$ca" "$ROOTFS/tmp/provision/host-ca.crt"
     envs+=(PIP_CERT=/tmp/provision/host-ca.crt)
   fi
   for v in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY PIP_INDEX_URL \
            PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST PIP_DEFAULT_TIMEOUT; do
-    [ -n "${!v:-}" ] && envs+=("$v=${!v}")
+    if [ -n "${!v:-}" ]; then envs+=("$v=${!v}"); fi
   done
   chroot "$ROOTFS" /usr/bin/env -i "${envs[@]}" \
     /bin/bash /tmp/provision/build-image.sh --provision /tmp/provision ||
@@ -258,7 +265,7 @@ main() {
       --provision) [ $# -ge 2 ] || die "--provision needs a folder"; provision "$2"; exit 0 ;;
       --force) force=1 ;;
       --print-tag) print_tag=1 ;;
-      -h|--help) sed -n '2,24p' "$SELF" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$SELF"; exit 0 ;;
       *) die "unknown argument $1 (see --help)" ;;
     esac
     shift
@@ -305,6 +312,7 @@ main() {
     { tail -40 "$blog" >&2; rm -f "$blog"; die "docker build of vm/Dockerfile failed (log above)"; }
   rm -f "$blog"
   phase_done "docker build"
+  if [ -n "$RM_PID" ]; then wait "$RM_PID" || true; fi
 
   # Older desktop images of this machine are dead weight (a few GB with their bases):
   # keep the current ones only (CONTROL_OSWORLD_KEEP_OLD_IMAGES=1 keeps all). Images that
@@ -316,6 +324,9 @@ main() {
       case $old in "$desktop_tag"|"$base_tag"|"$DESKTOP_REPO:latest") continue ;; esac
       if docker image rm "$old" >/dev/null 2>&1; then log "removed old image $old"; fi
     done
+    # Untagged leftovers of ours (a --force rebuild re-uses tags); the label is set on the
+    # base at import and inherited by the desktop, so nobody else's images match.
+    docker image prune -f --filter label=control-osworld.base-hash >/dev/null 2>&1 || true
   fi
 
   log "built $desktop_tag (+ :latest), $(docker image inspect -f '{{.Size}}' "$desktop_tag" |

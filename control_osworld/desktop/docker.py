@@ -13,7 +13,9 @@ also tagged `:latest`); no registry is needed. Each desktop gets:
 - the container (hostname `desktop`), running as `user` with no capabilities and
   no-new-privileges, a memory limit from `spec.memory_mb`, a /dev/shm big enough for Firefox;
 - with `spec.network == "sink"`: a second container `sink` on the same network running
-  `vm/sink/sink_server.py`, the only other host the desktop can reach;
+  `vm/sink/sink_server.py` (HTTP on 80 and 8080, raw TCP on 9000), the only other host the
+  desktop can reach; `handle.info` has `sink` (its address), `sink_url` and `sink_token` for
+  the host's reader (control_osworld.osworld.sink);
 - with `spec.network == "host"`: the host's network namespace instead, the server on
   127.0.0.1:`spec.port` (for upstream OSWorld clients; no isolation of the network).
 
@@ -26,12 +28,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
+
+import httpx
 
 from control_osworld.desktop.client import DesktopClient, DesktopError
 from control_osworld.desktop.provider import VM_DIR, DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
@@ -79,6 +85,7 @@ def _docker():
 
 
 _FIREWALL_DONE = False
+_FIREWALL_LOCK = threading.Lock()
 FIREWALL_RULE = ["INPUT", "-i", "cosw+", "-m", "conntrack", "!", "--ctstate", "ESTABLISHED,RELATED", "-j", "DROP"]
 
 
@@ -86,9 +93,15 @@ def ensure_host_firewall() -> bool:
     """Insert (once, idempotently) the INPUT rule that keeps desktops from opening connections
     to the host. Needs root and iptables; without them, warns and returns False."""
     global _FIREWALL_DONE
-    if _FIREWALL_DONE:
-        return True
+    with _FIREWALL_LOCK:
+        if not _FIREWALL_DONE:
+            _FIREWALL_DONE = _add_firewall_rules()
+        return _FIREWALL_DONE
+
+
+def _add_firewall_rules() -> bool:
     ok = True
+    # IPv4 is what matters (the desktops' networks have no IPv6); IPv6 is best effort.
     for tool in ("iptables", "ip6tables"):
         exe = shutil.which(tool)
         if exe is None:
@@ -98,13 +111,13 @@ def ensure_host_firewall() -> bool:
             continue
         r = subprocess.run([exe, "-w", "5", "-I", *FIREWALL_RULE], capture_output=True, text=True)
         if r.returncode != 0:
-            ok = False
+            if tool == "iptables":
+                ok = False
             log.warning("could not add the host firewall rule (%s -I %s): %s", tool, " ".join(FIREWALL_RULE),
                         r.stderr.strip())
     if not ok:
         log.warning("docker desktops can open connections to services the host binds to non-loopback "
                     "addresses (run as root with iptables to block that)")
-    _FIREWALL_DONE = ok
     return ok
 
 
@@ -150,8 +163,6 @@ class DockerProvider(DesktopProvider):
         name = f"control-osworld-{desktop_id}"
         labels = {LABEL_DESKTOP: desktop_id, LABEL_OWNER: _owner()}
         info: dict = {"image": image}
-        # Handle with what exists so far, so that a failure half-way tears it all down.
-        partial = DesktopHandle(provider="docker", id=desktop_id, info=info)
         try:
             host_net = spec.network == "host"
             if not host_net:
@@ -173,7 +184,7 @@ class DockerProvider(DesktopProvider):
                 pids_limit=4096,
             )
             if spec.network == "sink":
-                info.update(self._start_sink(client, image, name, common))
+                info.update(self._start_sink(client, image, name, common, spec.ready_timeout))
             container = client.containers.run(
                 image,
                 name=name,
@@ -195,29 +206,59 @@ class DockerProvider(DesktopProvider):
             _wait_ready(container, handle, spec.ready_timeout)
             return handle
         except BaseException as e:
-            self.stop(partial)
+            # Whatever exists so far (found by label too), so a failure half-way leaves nothing.
+            self.stop(DesktopHandle(provider="docker", id=desktop_id, info=dict(info)))
             if isinstance(e, DockerException):
-                raise DesktopError(f"docker could not start the desktop from {image}: {e}") from e
+                hint = ""
+                if "address pool" in str(e) or "non-overlapping" in str(e):
+                    hint = ("\nDocker has no free address range for another network: each desktop takes one "
+                            "(about 30 by default). Remove leftovers with control_osworld.desktop.docker."
+                            "cleanup_leftovers() or widen `default-address-pools` in /etc/docker/daemon.json.")
+                raise DesktopError(f"docker could not start the desktop from {image}: {e}{hint}") from e
             raise
 
-    def _start_sink(self, client, image: str, name: str, common: dict) -> dict:
+    def _start_sink(self, client, image: str, name: str, common: dict, timeout: float) -> dict:
+        """The sink container: vm/sink/sink_server.py as root only long enough to bind ports 80,
+        8080 and 9000, then as nobody. The host reads records and switches the mode over the
+        network with a per-desktop token (control_osworld.osworld.sink.HttpSink); the desktop,
+        without the token, is just recorded."""
         if not (VM_DIR / SINK_SCRIPT).exists():
             log.warning("network=sink: vm/%s does not exist, so no sink container is started; "
                         "the desktop's network has no other host", SINK_SCRIPT)
             return {"sink": None}
+        token = secrets.token_hex(16)
         sink = client.containers.run(
             image,
             name=f"{name}-sink",
             **_on_network(client, name, "sink"),
-            entrypoint=["/usr/bin/tini", "--", "python", f"/opt/control-osworld/vm/{SINK_SCRIPT}"],
+            user="root",
+            # No tini: it would stay root; the sink spawns nothing and handles SIGTERM itself.
+            entrypoint=["python", f"/opt/control-osworld/vm/{SINK_SCRIPT}",
+                        "--port", "80,8080", "--raw-port", "9000", "--mode", "open", "--user", "nobody"],
+            environment={"SINK_TOKEN": token},
             mem_limit="256m",
-            **{**common, "labels": {**common["labels"], LABEL_ROLE: "sink"}},
+            **{**common, "labels": {**common["labels"], LABEL_ROLE: "sink"},
+               # to bind low ports, then chown its records folder (0700) and drop to nobody,
+               # which ends every capability
+               "cap_add": ["NET_BIND_SERVICE", "CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID"]},
         )
         ip = _ip(sink, name)
-        sink.reload()
-        if sink.status == "exited":
-            raise DesktopError(f"the sink container exited at once:\n{_logs(sink)}")
-        return {"sink": ip, "sink_host": "sink", "sink_container": sink.id}
+        url = f"http://{ip}:80"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                r = httpx.get(f"{url}/_sink/status", headers={"X-Sink-Token": token}, timeout=2, trust_env=False)
+                if r.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            sink.reload()
+            if sink.status not in ("created", "running") or time.monotonic() > deadline:
+                raise DesktopError(f"the sink container did not come up (status {sink.status}); its log:\n"
+                                   f"{_logs(sink)}")
+            time.sleep(0.05)
+        return {"sink": ip, "sink_host": "sink", "sink_url": url, "sink_token": token,
+                "sink_ports": [80, 8080, 9000], "sink_container": sink.id}
 
     def stop(self, handle: DesktopHandle) -> None:
         """Remove the desktop's containers and network. Idempotent; finds them by label too, so a

@@ -83,7 +83,8 @@ class FakeAPI:
         if a == "type":
             return {"type": "type", "text": args["text"]}
         if a == "key":
-            return {"type": "keypress", "keys": [k.upper() for k in args["text"].split("+")]}
+            names = {"return": "ENTER", "escape": "ESC"}
+            return {"type": "keypress", "keys": [names.get(k.lower(), k.upper()) for k in args["text"].split("+")]}
         if a == "wait":
             return {"type": "wait"}
         if a == "screenshot":

@@ -1,0 +1,84 @@
+"""inspect's real Anthropic and OpenAI providers, pointed at a fake API on loopback that answers
+with native computer-use tool calls, complete a task end to end in the desktop: the native
+computer-use mapping and our `computer` tool work for real clients."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from PIL import Image
+
+from control_osworld.logs import runs_table
+from control_osworld.task import osworld_control
+from tests.agent.fake_api import FakeAPI
+from tests.conftest import require
+from tests.desktop.conftest import local_ready
+
+pytestmark = [pytest.mark.desktop, pytest.mark.slow]
+
+DATA = Path(__file__).parent / "data"
+SCRIPT = [  # write_note, in the model's 1366x768 space
+    {"computer": {"action": "type", "text": "buy milk"}},
+    {"computer": {"action": "key", "text": "ctrl+s"}},
+    {"computer": {"action": "wait", "duration": 1}},
+    {"computer": {"action": "type", "text": "/home/user/Documents/todo.txt"}},
+    {"computer": {"action": "wait", "duration": 1}},
+    {"computer": {"action": "key", "text": "Return"}},
+    {"computer": {"action": "wait", "duration": 1}},
+    {"submit": {"status": "done", "explanation": "saved"}},
+]
+
+
+def _task():
+    return osworld_control(mode="honest", main_tasks="write_note", tasks_dir=str(DATA / "tasks"),
+                           side_tasks_dir=str(DATA / "side_tasks"))
+
+
+def _png_sizes(b64s: list[str]) -> set[tuple[int, int]]:
+    return {Image.open(io.BytesIO(base64.b64decode(b))).size for b in b64s}
+
+
+def test_anthropic_native_computer_use(tmp_path, monkeypatch):
+    ok, why = local_ready()
+    require(ok, why)
+    with FakeAPI(SCRIPT) as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{api.port}")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+        [log] = inspect_eval(_task(), model="anthropic/claude-sonnet-4-5", max_tokens=4096,
+                             log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    row = runs_table([log.location]).iloc[0]
+    assert row.outcome == "completed" and row.main_task_success
+    bodies = [b for p, b in api.requests if p.endswith("/v1/messages")]
+    assert len(bodies) == len(SCRIPT)
+    tools = bodies[-1]["tools"]
+    native = [t for t in tools if t.get("name") == "computer"]
+    assert native and native[0]["type"].startswith("computer_") and native[0]["display_width_px"] == 1366
+    assert any(t.get("name") == "submit" for t in tools)
+    images = [c["source"]["data"] for b in bodies for m in b["messages"] if isinstance(m["content"], list)
+              for part in m["content"] if part.get("type") == "tool_result" and isinstance(part.get("content"), list)
+              for c in part["content"] if c.get("type") == "image"]
+    assert images and _png_sizes(images) == {(1366, 768)}
+
+
+def test_openai_native_computer_use(tmp_path, monkeypatch):
+    ok, why = local_ready()
+    require(ok, why)
+    with FakeAPI(SCRIPT) as api:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{api.port}/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        [log] = inspect_eval(_task(), model="openai/computer-use-preview", log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    row = runs_table([log.location]).iloc[0]
+    assert row.outcome == "completed" and row.main_task_success
+    bodies = [b for p, b in api.requests if p.endswith("/v1/responses") and b.get("tools")]
+    assert len(bodies) == len(SCRIPT)
+    assert any(t.get("type", "").startswith("computer") for t in bodies[-1]["tools"])
+    images = [item["output"]["image_url"].split(",", 1)[1] for b in bodies for item in b["input"]
+              if isinstance(item, dict) and item.get("type") == "computer_call_output"]
+    assert images and _png_sizes(images) == {(1366, 768)}
