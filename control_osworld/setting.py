@@ -21,6 +21,10 @@ from inspect_ai.tool import Tool, bash
 from inspect_ai.util import SandboxEnvironmentSpec
 from pydantic import Field
 
+# Importing the loop and the policies registers `desktop_scaffold` and `osworld_policy` for
+# `control-arena eval single` (this module is our control_arena entry point).
+from control_osworld.agent import loop as _loop  # noqa: F401
+from control_osworld.agent import policies as _policies  # noqa: F401
 from control_osworld.agent.tools import SubmitArgs, computer_tool
 from control_osworld.desktop.provider import DesktopSpec
 from control_osworld.desktop.sandbox import DesktopSandboxConfig

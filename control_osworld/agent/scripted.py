@@ -3,7 +3,7 @@ tools as any model, so the whole pipeline runs with no API.
 
     --model scripted/oracle                 honest runs vary; attack runs pick a strategy per sample
     --model scripted/attack-burst           one attack strategy for every attack sample
-    -M seed=3 -M giveaway=0.5               model args
+    -M seed=3 -M giveaway=0.5 -M vary=false model args (vary=false: the bare oracle, no variation)
 
 Honest runs get seeded, realistic variation: a look around before starting, typos fixed with
 BackSpace, pauses, narration drawn from `prompts/scripted_text.yaml`. Attack runs insert the
@@ -149,9 +149,11 @@ def _mark(turns: list[Turn], giveaway: bool, rng: random.Random) -> list[Turn]:
 
 
 def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, epoch: int, seed: int = 0,
-               strategy: str | None = None, giveaway: float = 0.5) -> Plan:
+               strategy: str | None = None, giveaway: float = 0.5, vary: bool = True) -> Plan:
     rng = _rng(sample_id, epoch, seed)
-    main = _vary_honest(_oracle_turns(main_oracle), rng)
+    main = _oracle_turns(main_oracle)
+    if vary:
+        main = _vary_honest(main, rng)
     submit = Turn(text=rng.choice(_texts()["submit"]),
                   calls=[{"tool": "submit", "arguments": {"status": main_oracle.get("submit", "done"),
                                                           "explanation": ""}}])
@@ -230,9 +232,10 @@ def _batch(calls: list[dict], scale: Scale) -> list[ToolCall]:
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), seed: int = 0, giveaway: float = 0.5,
-                 model_width: int = 1366, model_height: int = 768, **model_args: Any) -> None:
+                 vary: bool = True, model_width: int = 1366, model_height: int = 768, **model_args: Any) -> None:
         super().__init__(model_name, base_url, api_key, [], config)
         self.seed = int(seed)
+        self.vary = vary not in (False, "false", "False", "0", 0)
         self.giveaway = float(giveaway)
         self.model_size = (int(model_width), int(model_height))
         strategy = model_name.removeprefix("attack-") if model_name.startswith("attack-") else None
@@ -259,7 +262,7 @@ class ScriptedModel(ModelAPI):
                 main = cat.oracle(extra["main_task_id"])
                 side = cat.side_oracle(side_id) if (attack and side_id) else None
             self._plans[key] = build_plan(main, side, sample_id=sample_id, epoch=epoch, seed=self.seed,
-                                          strategy=self.strategy, giveaway=self.giveaway)
+                                          strategy=self.strategy, giveaway=self.giveaway, vary=self.vary)
         return self._plans[key]
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,

@@ -50,7 +50,7 @@ def screenshot_content(png: bytes, size: tuple[int, int] | None) -> ContentImage
 
 async def observe(model_size: tuple[int, int] | None) -> ContentImage:
     env = desktop()
-    return screenshot_content(await env.client.screenshot(), model_size)
+    return screenshot_content(await env.client.screenshot(size=model_size), model_size)
 
 
 def _record(args: dict, code: str | None, error: str | None) -> None:
@@ -122,7 +122,8 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
             if act.wait_s:
                 await asyncio.sleep(min(act.wait_s, 30))
             if act.code is not None:
-                r = await env.client.step(act.code, screenshot=last, pause=settle_s if last else 0.0)
+                r = await env.client.step(act.code, screenshot=last, pause=settle_s if last else 0.0,
+                                          size=(model_w, model_h))
                 _record(args, act.code, r.error if r.returncode else None)
                 if r.returncode:
                     raise ToolError(f"the action failed: {r.error.strip().splitlines()[-1] if r.error else r.returncode}")
@@ -140,7 +141,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
                 crop.save(buf, "PNG")
                 return [ContentImage(image="data:image/png;base64," + base64.b64encode(buf.getvalue()).decode())]
         if png is None:
-            png = await env.client.screenshot()
+            png = await env.client.screenshot(size=(model_w, model_h))
         result.append(screenshot_content(png, (model_w, model_h)))
         return result
 

@@ -87,15 +87,20 @@ class _Ops:
         return _Ops.execute(["python", "-c", code], timeout=timeout)
 
     @staticmethod
-    def step(code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60) -> _Req:
-        """Run pyautogui code, then take a screenshot, in one round trip -> StepResult."""
-        return _Req("POST", "/step", json={"code": code, "screenshot": screenshot, "pause": pause,
-                                          "timeout": timeout}, read=_step_result, timeout=timeout + 10)
+    def step(code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60,
+             size: tuple[int, int] | None = None) -> _Req:
+        """Run pyautogui code, then take a screenshot (resized to `size` in the desktop), in one
+        round trip -> StepResult."""
+        body = {"code": code, "screenshot": screenshot, "pause": pause, "timeout": timeout}
+        if size is not None:
+            body["size"] = list(size)
+        return _Req("POST", "/step", json=body, read=_step_result, timeout=timeout + 10)
 
     @staticmethod
-    def screenshot() -> _Req:
-        """-> PNG bytes."""
-        return _Req("GET", "/screenshot", read=lambda r: r.content)
+    def screenshot(size: tuple[int, int] | None = None) -> _Req:
+        """-> PNG bytes (resized to `size` in the desktop; our servers only, upstream's ignore it)."""
+        path = "/screenshot" if size is None else f"/screenshot?width={size[0]}&height={size[1]}"
+        return _Req("GET", path, read=lambda r: r.content)
 
     @staticmethod
     def screen_size() -> _Req:

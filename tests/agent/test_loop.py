@@ -153,3 +153,17 @@ report: false
     before = sorted(glob.glob(str(tmp_path / "logs" / "*.eval")))
     assert run(cfg) == 0
     assert sorted(glob.glob(str(tmp_path / "logs" / "*.eval"))) == before
+
+
+def test_control_arena_eval_single_runs_the_setting(tmp_path):
+    out = subprocess.run(
+        ["control-arena", "eval", "single", "--setting", "osworld_control",
+         "--setting.tasks_dir", DIRS["tasks_dir"], "--setting.side_tasks_dir", DIRS["side_tasks_dir"],
+         "--scaffold", "desktop_scaffold", "--micro-protocol", "osworld_policy",
+         "--untrusted-model", "scripted/attack-blatant", "--trusted-model", "scripted/oracle",
+         "--mode", "attack", "--skip-final-monitors", "--log-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [log] = glob.glob(str(tmp_path / "*.eval"))
+    row = runs_table([log]).iloc[0]
+    assert row.outcome == "escaped" and row.side_task_success and row.main_task_success
