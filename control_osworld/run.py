@@ -129,7 +129,8 @@ def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: boo
         monitor_logs(logs, cfg.monitors, subsets=cfg.monitor_subsets, store=scores_path)
     if cfg.report and cfg.monitors:
         from control_osworld.analysis.report import build_report
+        from control_osworld.analysis.runs import load_runs, load_scores
 
-        build_report(runs=[runs_path], scores=[scores_path], out=out / "report", seed=cfg.seed)
+        build_report(load_runs([runs_path]), load_scores([scores_path]), out / "report")
         print(f"[run] report in {out / 'report'}", file=sys.stderr)
     return 0

@@ -89,6 +89,8 @@ class RunRecord(BaseModel):
     eval_mode: Literal["honest", "attack"]
     main_task_id: str
     side_task_id: str | None = None
+    main_task_description: str = ""
+    """What the agent was asked to do (monitors judge actions against it); never the side task."""
     untrusted_model: str = ""
     attack_prompt: str = ""
     trajectory: Trajectory

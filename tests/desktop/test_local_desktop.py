@@ -53,6 +53,13 @@ def test_upstream_style_action_and_step(client):
     assert client.cursor_position() == (10, 20)
 
 
+def test_screenshot_resized_in_the_desktop(client):
+    assert Image.open(io.BytesIO(client.screenshot(size=(1366, 768)))).size == (1366, 768)
+    assert Image.open(io.BytesIO(client.step("pass", size=(683, 384)).screenshot)).size == (683, 384)
+    r = client._http.post("/step", json={"code": None, "size": [0, "x"]})
+    assert r.status_code == 400 and "size" in r.json()["message"]
+
+
 def test_nonzero_returncode_is_success_like_upstream(client):
     r = client.execute("echo out; echo err >&2; exit 3", shell=True)
     assert r == {"status": "success", "output": "out\n", "error": "err\n", "returncode": 3}

@@ -1,0 +1,57 @@
+"""Monitors: full-trajectory and per-step, over any subset of Actions/Thoughts/Screenshots.
+
+    config.py   MonitorConfig (monitors/*.yaml), subsets, config hash
+    views.py    the one renderer of A/T/S for a step or a run
+    parse.py    strict <reasoning>/<score> parsing
+    cache.py    content-addressed reply cache
+    judges.py   one view -> one score (inspect model, rules, saved learned model)
+    runtime.py  score_runs: views -> judges -> scores store, concurrently, resumably
+    store.py    the Parquet scores store (parts + compaction)
+    rules.py    offline rules monitor;  ocr.py  tesseract OCR
+    learned.py  offline learned monitor (cross-fitted by run)
+    live.py     per_step_control_monitor for control-arena micro-protocols
+    runner.py   monitor_logs: .eval logs -> score_runs (the main job)
+    cli.py      `control-osworld monitor`
+    synthetic.py, fake_api.py   synthetic runs and a loopback fake API, for tests and benchmarks
+See docs/monitoring.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import ALL_SUBSETS, ConfigError, MonitorConfig, canonical_subset, load_config, parse_subsets
+
+__all__ = [
+    "ALL_SUBSETS",
+    "OFFLINE_CONFIGS",
+    "ConfigError",
+    "MonitorConfig",
+    "canonical_subset",
+    "load_config",
+    "offline_configs",
+    "parse_subsets",
+    "per_step_control_monitor",
+    "score_runs",
+]
+
+MONITORS_DIR = Path(__file__).resolve().parents[2] / "monitors"
+OFFLINE_CONFIGS = ("full_trajectory_rules", "per_step_rules", "full_trajectory_learned", "per_step_learned")
+
+
+def offline_configs(monitors_dir: Path | str = MONITORS_DIR) -> list[MonitorConfig]:
+    """The four offline monitors (rules and learned, full-trajectory and per-step): the main job's set."""
+    return [load_config(Path(monitors_dir) / f"{name}.yaml") for name in OFFLINE_CONFIGS]
+
+
+def __getattr__(name: str):
+    # Lazy: importing the package should not pull in inspect, control-arena or pandas.
+    if name == "score_runs":
+        from .runtime import score_runs
+
+        return score_runs
+    if name == "per_step_control_monitor":
+        from .live import per_step_control_monitor
+
+        return per_step_control_monitor
+    raise AttributeError(name)

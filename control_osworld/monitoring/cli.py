@@ -1,0 +1,86 @@
+"""`control-osworld monitor LOGS... --config monitors/X.yaml`: score stored logs, no agent re-run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .config import ALL_SUBSETS, ConfigError, parse_subsets
+from .runner import load_configs
+
+__all__ = ["monitor_command", "read_logs"]
+
+
+def read_logs(paths: list[Path]):
+    """RunRecords from .eval logs (files, or folders of them)."""
+    from .runner import LogReadError
+    from .runner import read_logs as _read
+
+    try:
+        return _read(paths)
+    except (LogReadError, ImportError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("monitor")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--config", "-c", "config_paths", multiple=True, required=True, type=click.Path(path_type=Path),
+              help="A monitor config (monitors/*.yaml); repeat for several.")
+@click.option("--inputs", "inputs", multiple=True,
+              help="Input subset, e.g. A,S or A+T+S; repeat for several. Default: each config's own `inputs`.")
+@click.option("--all-subsets", is_flag=True, help="Score all seven subsets of A, T, S.")
+@click.option("--model", help="Judge every config with this model instead (e.g. openai/gpt-4.1-mini, offline/rules).")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), default=Path("scores"), show_default=True,
+              help="Scores store folder (the analysis reads STORE/scores.parquet).")
+@click.option("--concurrency", default=8, show_default=True, help="Views scored at once.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Reply cache (default $XDG_CACHE_HOME/control-osworld/monitor-cache).")
+@click.option("--no-cache", is_flag=True, help="Ask the model again even when a reply is cached.")
+@click.option("--include-reasoning", is_flag=True, help="Also show monitors the agent's private reasoning (off by default).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when it is a terminal).")
+def monitor_command(logs, config_paths, inputs, all_subsets, model, store, concurrency, cache_dir, no_cache,
+                    include_reasoning, progress) -> None:
+    """Score stored LOGS (.eval files or folders) with monitors; rows go to the scores store.
+
+    Replies are cached by content and finished rows are kept, so running it again costs
+    nothing and an interrupted run resumes where it stopped.
+    """
+    from .runtime import score_runs
+
+    if all_subsets and inputs:
+        raise click.UsageError("give --inputs or --all-subsets, not both")
+    try:
+        configs = load_configs(config_paths)
+        if model:
+            configs = [c.with_model(model) for c in configs]
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise click.UsageError(f"two configs share a name: {', '.join(names)}")
+    try:
+        subsets = list(ALL_SUBSETS) if all_subsets else parse_subsets(list(inputs))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--inputs") from None
+
+    runs = read_logs(list(logs))
+    if not runs:
+        raise click.ClickException("the logs hold no runs")
+    # Without --inputs each config scores its own subset.
+    groups = [(configs, subsets)] if subsets else [([c], [c.inputs]) for c in configs]
+    frames = [score_runs(runs, cs, ss, store, concurrency=concurrency, progress=progress, cache_dir=cache_dir,
+                         use_cache=not no_cache, include_reasoning=include_reasoning or None)
+              for cs, ss in groups]
+
+    import pandas as pd
+
+    df = pd.concat(frames, ignore_index=True)
+    summary = df.groupby(["monitor", "monitor_kind", "inputs"], sort=False).agg(
+        rows=("run_id", "size"), errors=("error", lambda s: int(s.notna().sum())),
+        cached=("cached", lambda s: int(s.fillna(False).astype(bool).sum())), mean_score=("score", "mean"))
+    click.echo(summary.to_string())
+    click.echo(f"{len(runs)} runs; scores in {store / 'scores.parquet'}")
+    if df["error"].notna().any():
+        first = df[df["error"].notna()].iloc[0]
+        click.echo(f"{int(df['error'].notna().sum())} rows are errors, e.g. {first['run_id']} step {first['step']}: {first['error'][:200]}", err=True)

@@ -1,0 +1,262 @@
+"""Monitor configuration: one frozen, serialisable model per `monitors/*.yaml` file.
+
+A config says what a monitor looks at (kind, mode, score point, inputs, history, image
+options) and who judges it (an inspect model string, or `offline/rules` / `offline/learned`).
+`config_hash` covers everything that can change a score except the input subset (which is
+its own column in the scores store) and the display name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "ALL_SUBSETS",
+    "OFFLINE_MODELS",
+    "ConfigError",
+    "GenerateOptions",
+    "HistoryOptions",
+    "ImageOptions",
+    "LearnedOptions",
+    "MonitorConfig",
+    "ScoreRange",
+    "canonical_subset",
+    "load_config",
+    "parse_subsets",
+]
+
+CHANNELS = ("A", "T", "S")
+# Fixed order A, T, S joined by "+": the contract with the analysis stage.
+ALL_SUBSETS: tuple[str, ...] = tuple(
+    "+".join(c) for n in (1, 2, 3) for c in combinations(CHANNELS, n)
+)
+OFFLINE_MODELS = ("offline/rules", "offline/learned")
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ConfigError(ValueError):
+    """A bad monitor config: the message names the file and the field."""
+
+
+def canonical_subset(value: str | list[str] | tuple[str, ...]) -> str:
+    """'T+A', 'a,t', ['T', 'A'] -> 'A+T'. Raises ValueError for anything but a non-empty subset."""
+    if isinstance(value, str):
+        parts = [p.strip().upper() for p in value.replace(",", "+").split("+")]
+    else:
+        parts = [str(p).strip().upper() for p in value]
+    parts = [p for p in parts if p]
+    if not parts or any(p not in CHANNELS for p in parts) or len(set(parts)) != len(parts):
+        raise ValueError(f"{value!r} is not a non-empty subset of A, T, S (e.g. 'A+T+S')")
+    return "+".join(c for c in CHANNELS if c in parts)
+
+
+def parse_subsets(values: list[str] | tuple[str, ...]) -> list[str]:
+    """Canonical, de-duplicated subsets in the order given."""
+    out: list[str] = []
+    for v in values:
+        s = canonical_subset(v)
+        if s not in out:
+            out.append(s)
+    return out
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ImageOptions(_Frozen):
+    max_side: int = Field(1024, ge=16, description="Longest side in pixels after downscaling (never upscaled).")
+    format: Literal["jpeg", "png"] = "jpeg"
+    quality: int = Field(80, ge=1, le=100, description="JPEG quality.")
+    detail: Literal["auto", "low", "high"] = "auto"
+    """OpenAI's image detail hint; other providers ignore it."""
+
+
+class HistoryOptions(_Frozen):
+    steps: int | None = Field(10, ge=0, description="Earlier steps shown in rolling mode (null: all).")
+    images: int | None = Field(3, ge=0, description="Only the last N screenshots of a view are sent (null: all).")
+
+
+class ScoreRange(_Frozen):
+    min: float = 0
+    max: float = 100
+    integer: bool = True
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScoreRange:
+        if not self.min < self.max:
+            raise ValueError(f"min ({self.min}) must be below max ({self.max})")
+        return self
+
+
+class GenerateOptions(_Frozen):
+    """The subset of inspect's GenerateConfig a monitor needs (kept hashable)."""
+
+    max_tokens: int | None = 4096  # small enough that Anthropic answers plain JSON, not SSE
+    temperature: float | None = None
+    top_p: float | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_tokens: int | None = None
+    timeout: int | None = None
+    max_retries: int | None = None
+    max_connections: int | None = None
+
+    def to_inspect(self):
+        from inspect_ai.model import GenerateConfig
+
+        return GenerateConfig(**self.model_dump(exclude_none=True))
+
+
+class LearnedOptions(_Frozen):
+    folds: int = Field(5, ge=2, description="GroupKFold splits over run_id (fewer if there are fewer runs).")
+    seed: int = 0
+    C: float = Field(1.0, gt=0)
+    n_features: int = Field(2**16, ge=16)
+    model_path: str | None = None
+    """A model saved by `learned.train_and_save`, for live use (no cross-fitting there)."""
+
+
+class MonitorConfig(_Frozen):
+    name: str
+    kind: Literal["full_trajectory", "per_step"]
+    mode: Literal["rolling", "independent"] | None = None
+    """per_step only (default rolling); a full-trajectory monitor reads the finished run."""
+    score_point: Literal["pre_action", "post_action"] | None = None
+    """per_step only (default pre_action)."""
+    inputs: str = "A+T+S"
+    model: str
+    prompt: str | None = None
+    """Path of the prompt template as written in the config (for people)."""
+    prompt_text: str | None = None
+    """The template itself, read at load time so a config is self-contained and hashed by content."""
+    image: ImageOptions = ImageOptions()
+    history: HistoryOptions = HistoryOptions()
+    score: ScoreRange = ScoreRange()
+    generate: GenerateOptions = GenerateOptions()
+    retries: int = Field(2, ge=0, description="Re-asks after a malformed reply before recording an error.")
+    include_reasoning: bool = False
+    """Show the agent's private reasoning too. Off by default: monitors see what a user sees."""
+    learned: LearnedOptions = LearnedOptions()
+    description: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_step_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "per_step":
+            data = {**data}
+            if data.get("mode") is None:
+                data["mode"] = "rolling"
+            if data.get("score_point") is None:
+                data["score_point"] = "pre_action"
+        return data
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs(cls, v: Any) -> str:
+        return canonical_subset(v)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        v = v.strip()
+        if v.startswith("offline/") and v not in OFFLINE_MODELS:
+            raise ValueError(f"unknown offline monitor {v!r}; use one of {', '.join(OFFLINE_MODELS)}")
+        if "/" not in v:
+            raise ValueError(f"{v!r} is not a model string (provider/model, e.g. openai/gpt-4.1-mini, or offline/rules)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MonitorConfig:
+        if self.kind == "full_trajectory":
+            # A full-trajectory monitor reads the finished run: mode and score point mean nothing.
+            stray = [f for f in ("mode", "score_point") if getattr(self, f) is not None]
+            if stray:
+                raise ValueError(f"{'/'.join(stray)} only applies to per_step monitors")
+        if not self.is_offline and not self.prompt_text:
+            raise ValueError("a model monitor needs a prompt (a template file in prompts/)")
+        if self.prompt_text and not self.is_offline and "{transcript}" not in self.prompt_text:
+            raise ValueError("the prompt template must contain {transcript} (where the A/T/S view goes)")
+        return self
+
+    @property
+    def is_offline(self) -> bool:
+        return self.model in OFFLINE_MODELS
+
+    @property
+    def config_hash(self) -> str:
+        """Hash of everything that can change a score except the input subset and the name."""
+        body = self.model_dump(mode="json", exclude={"name", "inputs", "prompt", "description"})
+        if self.is_offline:
+            body.pop("prompt_text")  # offline monitors never read the prompt
+            body.pop("generate")
+            body.pop("retries")
+        if self.model != "offline/learned":
+            body.pop("learned")
+        blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> MonitorConfig:
+        """A validated copy with some fields changed."""
+        return MonitorConfig.model_validate({**self.model_dump(), **changes})
+
+    def with_model(self, model: str) -> MonitorConfig:
+        """The same monitor judged by another model (the command-line override)."""
+        try:
+            return self.replace(model=model)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc, f"monitor {self.name!r} with --model {model}")) from None
+
+
+def _describe(exc: ValidationError, where: str) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        lines.append(f"{where}: field {field!r}: {msg}")
+    return "\n".join(lines)
+
+
+def _find_prompt(ref: str, config_path: Path) -> Path | None:
+    p = Path(ref)
+    if p.is_absolute():
+        return p if p.is_file() else None
+    # monitors/x.yaml names prompts/y.txt relative to the repo it lives in, wherever we run from.
+    for base in (config_path.parent, config_path.parent.parent, Path.cwd(), REPO_ROOT):
+        if (base / p).is_file():
+            return base / p
+    return None
+
+
+def load_config(path: str | Path, **overrides: Any) -> MonitorConfig:
+    """Read one monitor YAML. Raises ConfigError naming the file and the field."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such monitor config") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
+    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    raw.setdefault("name", path.stem)
+    if "prompt_text" in raw:
+        raise ConfigError(f"{path}: field 'prompt_text': set 'prompt' (a file) instead")
+    if raw.get("prompt") is not None:
+        found = _find_prompt(str(raw["prompt"]), path)
+        if found is None:
+            raise ConfigError(f"{path}: field 'prompt': no such file {raw['prompt']!r} (looked next to the config and in the repo)")
+        raw["prompt_text"] = found.read_text()
+    try:
+        return MonitorConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, str(path))) from None

@@ -1,0 +1,260 @@
+"""Score runs with monitors in bulk: render views, ask judges, write rows to the store.
+
+`score_runs` is the library entry point (the CLI and the main job call it). Views are
+scored one by one, except cross-fitted learned monitors, which score a (monitor, subset)
+as one batch. Already-scored keys are skipped, so an interrupted call resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from control_osworld.trajectory import RunRecord
+
+from . import learned as learned_mod
+from .cache import ReplyCache
+from .config import MonitorConfig, parse_subsets
+from .judges import ModelJudge, ScoreOutcome, score_rules, score_saved_learned, view_texts
+from .store import ScoreStore
+from .views import render
+
+__all__ = ["score_runs", "score_runs_async"]
+
+
+# ----------------------------------------------------------------------------- batch
+
+@dataclass(frozen=True)
+class _Item:
+    run: RunRecord
+    config: MonitorConfig
+    chash: str
+    inputs: str
+    step: int | None
+
+    @property
+    def key(self) -> tuple:
+        return (self.run.run_id, self.config.name, self.inputs, self.chash, self.step)
+
+
+def _row(item: _Item, out: ScoreOutcome, view_bytes: int | None) -> dict[str, Any]:
+    c, r = item.config, item.run
+    return {
+        "run_id": r.run_id, "log": r.log, "sample_id": str(r.sample_id), "epoch": r.epoch, "step": item.step,
+        "monitor": c.name, "monitor_kind": c.kind, "inputs": item.inputs, "config_hash": item.chash,
+        "score": out.score if out.error is None else None, "error": out.error,
+        "model": c.model, "mode": c.mode, "score_point": c.score_point,
+        "reason": out.reason, "cached": out.cached, "attempts": out.attempts, "latency_s": out.latency_s,
+        "input_tokens": out.input_tokens, "output_tokens": out.output_tokens, "view_bytes": view_bytes,
+    }
+
+
+class _Writer:
+    """Buffers rows and writes a part file every `rows` rows or `seconds` seconds."""
+
+    def __init__(self, store: ScoreStore, rows: int = 200, seconds: float = 5.0):
+        self.store, self.rows, self.seconds = store, rows, seconds
+        self.buffer: list[dict] = []
+        self.last = time.monotonic()
+
+    def add(self, row: dict) -> None:
+        self.buffer.append(row)
+        if len(self.buffer) >= self.rows or time.monotonic() - self.last >= self.seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self.store.append(self.buffer)
+        self.buffer, self.last = [], time.monotonic()
+
+
+class _Progress:
+    """rich on a terminal; plain lines every ~10% when asked for and stderr is not one."""
+
+    def __init__(self, total: int, enabled: bool | None):
+        tty = sys.stderr.isatty()
+        self.total, self.n, self.rich, self.plain = total, 0, None, bool(enabled) and not tty
+        self.next_line = 0.1
+        if total and tty and enabled is not False:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.rich = Progress(TextColumn("monitoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=False)
+            self.task = self.rich.add_task("monitoring", total=total)
+            self.rich.start()
+        elif self.plain and total:
+            print(f"monitoring: {total} views to score", file=sys.stderr, flush=True)
+
+    def advance(self, n: int = 1) -> None:
+        self.n += n
+        if self.rich:
+            self.rich.advance(self.task, n)
+        elif self.plain and self.total and self.n / self.total >= self.next_line:
+            print(f"monitoring: {self.n}/{self.total}", file=sys.stderr, flush=True)
+            while self.next_line <= self.n / self.total:
+                self.next_line += 0.1
+
+    def close(self) -> None:
+        if self.rich:
+            self.rich.stop()
+
+
+def _items(runs: list[RunRecord], configs: list[MonitorConfig], subsets: list[str]) -> list[_Item]:
+    items = []
+    for c in configs:
+        chash = c.config_hash
+        for s in subsets:
+            for r in runs:
+                steps = [None] if c.kind == "full_trajectory" else [st.step for st in r.trajectory.steps]
+                items += [_Item(r, c, chash, s, st) for st in steps]
+    return items
+
+
+def _done_keys(df: pd.DataFrame) -> set[tuple]:
+    ok = df[df["error"].isna()]  # error rows are tried again: cached replies make that free
+    steps = [None if pd.isna(s) else int(s) for s in ok["step"]]
+    return set(zip(ok["run_id"], ok["monitor"], ok["inputs"], ok["config_hash"], steps))
+
+
+async def score_runs_async(
+    runs: list[RunRecord],
+    configs: list[MonitorConfig],
+    subsets: list[str],
+    store: Path | str,
+    *,
+    concurrency: int = 8,
+    progress: bool | None = None,
+    cache_dir: Path | str | None = None,
+    use_cache: bool = True,
+    include_reasoning: bool | None = None,
+    on_row: Callable[[dict], None] | None = None,
+) -> pd.DataFrame:
+    subsets = parse_subsets(subsets)
+    if not subsets:
+        raise ValueError("no input subsets given (e.g. ['A+T+S'])")
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two monitor configs share a name: {names}")
+    ids = [r.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two runs share a run_id (log::sample_id::epoch)")
+    if include_reasoning is not None:
+        configs = [c.replace(include_reasoning=include_reasoning) for c in configs]
+
+    st = ScoreStore(store)
+    done = _done_keys(st.read())
+    todo = [i for i in _items(runs, configs, subsets) if i.key not in done]
+    # Cross-fitted learned monitors score a (monitor, subset) as one batch, re-fitted whole
+    # whenever any of its rows is missing; everything else is scored view by view.
+    cross_fitted = [c for c in configs if c.model == "offline/learned" and not c.learned.model_path]
+    cross_names = {c.name for c in cross_fitted}
+    stale = {(i.config.name, i.inputs) for i in todo if i.config.name in cross_names}
+    batches: dict[tuple, list[_Item]] = {k: [] for k in sorted(stale)}
+    for i in _items(runs, cross_fitted, subsets):
+        if (i.config.name, i.inputs) in batches:
+            batches[(i.config.name, i.inputs)].append(i)
+    singles = [i for i in todo if i.config.name not in cross_names]
+
+    writer = _Writer(st)
+    bar = _Progress(len(singles) + sum(map(len, batches.values())), progress)
+    sem = asyncio.Semaphore(max(1, concurrency))
+    judge = ModelJudge(ReplyCache(cache_dir, enabled=use_cache))
+
+    def emit(item: _Item, out: ScoreOutcome, nbytes: int | None) -> None:
+        row = _row(item, out, nbytes)
+        writer.add(row)
+        if on_row:
+            on_row(row)
+        bar.advance()
+
+    async def one(item: _Item) -> None:
+        async with sem:
+            nbytes = None
+            try:
+                view = await asyncio.to_thread(render, item.run, item.config, item.inputs, item.step)
+                nbytes = view.nbytes
+                if item.config.model == "offline/rules":
+                    out = await asyncio.to_thread(score_rules, view, item.config)
+                elif item.config.model == "offline/learned":  # only with a saved model (see batches)
+                    out = await asyncio.to_thread(score_saved_learned, view, item.config)
+                else:
+                    out = await judge.score(view, item.config)
+            except Exception as exc:  # a bad image, OCR failure: this row is an error, the rest go on
+                out = ScoreOutcome(None, f"{type(exc).__name__}: {exc}"[:2000])
+            emit(item, out, nbytes)
+
+    async def learned_batch(batch: list[_Item]) -> None:
+        # Cross-fitting needs every view of the (monitor, subset) at once.
+        async def texts(item: _Item) -> tuple[str, int]:
+            async with sem:
+                view = await asyncio.to_thread(render, item.run, item.config, item.inputs, item.step)
+                return learned_mod.encode(await asyncio.to_thread(view_texts, view)), view.nbytes
+
+        cfg = batch[0].config
+        try:
+            encoded = await asyncio.gather(*(texts(i) for i in batch))
+            labels = [int(i.run.eval_mode == "attack") for i in batch]
+            probs = await asyncio.to_thread(learned_mod.cross_fit, [d for d, _ in encoded], labels,
+                                            [i.run.run_id for i in batch], cfg.learned)
+        except Exception as exc:
+            for i in batch:
+                emit(i, ScoreOutcome(None, f"{type(exc).__name__}: {exc}"[:2000]), None)
+            return
+        lo, hi = cfg.score.min, cfg.score.max
+        for i, p, (_, nbytes) in zip(batch, probs, encoded):
+            emit(i, ScoreOutcome(lo + (hi - lo) * float(p), None,
+                                 f"P(attack) = {p:.3f} from a model fitted on other runs only (GroupKFold by run)",
+                                 attempts=1), nbytes)
+
+    try:
+        await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
+    finally:
+        writer.flush()
+        bar.close()
+        await judge.aclose()
+    st.compact()
+
+    df = st.read()
+    wanted = {(c.name, c.config_hash) for c in configs}
+    mask = df["run_id"].isin(set(ids)) & df["inputs"].isin(subsets) & pd.Series(
+        [(m, h) in wanted for m, h in zip(df["monitor"], df["config_hash"])], index=df.index, dtype=bool)
+    return df[mask].reset_index(drop=True)
+
+
+def score_runs(
+    runs: list[RunRecord],
+    configs: list[MonitorConfig],
+    subsets: list[str],
+    store: Path | str,
+    *,
+    concurrency: int = 8,
+    progress: bool | None = None,
+    cache_dir: Path | str | None = None,
+    use_cache: bool = True,
+    include_reasoning: bool | None = None,
+) -> pd.DataFrame:
+    """Score `runs` with every config × subset; rows go to the store as they are made.
+
+    Already-scored keys (run, monitor, inputs, config hash, step) are skipped, so an
+    interrupted call resumes; error rows are tried again (free when the replies are cached).
+    Returns the store's rows for these runs, configs and subsets (columns: store.SCORE_COLUMNS
+    plus model, mode, score_point, reason, cached, attempts, latency_s, tokens, view_bytes).
+    """
+    coro = score_runs_async(runs, configs, subsets, store, concurrency=concurrency, progress=progress,
+                            cache_dir=cache_dir, use_cache=use_cache, include_reasoning=include_reasoning)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # Called from inside a running event loop (a notebook, an async caller): use a thread.
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
