@@ -59,10 +59,11 @@ def time_steps(c: DesktopClient, n: int) -> list[float]:
 
 
 # Upstream's /screenshot handler, run in a long-lived process as upstream's Flask server does:
-# pyautogui.screenshot() (pyscreeze), then PNG at PIL's default level (upstream also pastes
-# the cursor in; that part is left out, which only flatters upstream).
-UPSTREAM_SCREENSHOT = ("import pyautogui, io; img = pyautogui.screenshot(); buf = io.BytesIO(); "
-                       "img.save(buf, 'PNG'); print(len(buf.getvalue()))")
+# pyautogui.screenshot() — which pyscreeze serves with PIL's ImageGrab on X11 (here it would
+# demand gnome-screenshot, so ImageGrab is called directly) — then PNG at PIL's default level.
+# Upstream also pastes the cursor in; that part is left out, which only flatters upstream.
+UPSTREAM_SCREENSHOT = ("import pyautogui, io; from PIL import ImageGrab; img = ImageGrab.grab(); "
+                       "buf = io.BytesIO(); img.save(buf, 'PNG'); print(len(buf.getvalue()))")
 
 
 def time_process_per_action(c: DesktopClient, n: int, upstream_screenshot: bool) -> list[float]:
