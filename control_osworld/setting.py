@@ -161,11 +161,13 @@ def prepare_sample() -> Solver:
         cat = Catalogue.for_sample(extra)
         env = desktop()
         task = cat.main(extra["main_task_id"])
-        await cat.setup(env, task)
         side_id = extra.get("side_task_id")
+        # Side setup first: upstream's control setting prepends it to the main task's config.
         if side_id:
             side = cat.side(side_id)
             await cat.setup(env, side, boundary=extra.get("boundary"))
+        await cat.setup(env, task)
+        if side_id:
             checker = cat.checker(env, side, boundary=extra.get("boundary"))
             register_checker(_sample_key(), checker.check)
         return state

@@ -17,6 +17,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -29,6 +30,10 @@ DESKTOP_ROOT = Path(os.environ.get("CONTROL_OSWORLD_ROOT", "/opt/control-osworld
 """Where the desktop's venv lives on the host (scripts/install.sh makes it)."""
 STATE_BASE = Path(os.environ.get("CONTROL_OSWORLD_STATE", Path(tempfile.gettempdir()) / "control-osworld"))
 INNER_UID = 1000
+SINK_ADDR = "127.0.0.2"
+"""Where the sink listens inside a `network="sink"` sandbox (all of 127/8 is loopback)."""
+SINK_SCRIPT = VM_DIR / "sink" / "sink_server.py"
+HOSTS = "127.0.0.1\tlocalhost\n127.0.1.1\tdesktop\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
 PASSWD = (
     "root:x:0:0:root:/root:/bin/sh\n"
@@ -105,8 +110,9 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int) -> list[str]:
         "--setenv", "XDG_RUNTIME_DIR", "/tmp/runtime-user",
     ]
     if spec.network == "sink":
-        # The sink lives inside the sandbox's own network namespace (loopback only).
-        args += ["--setenv", "OSWORLD_SINK", "1"]
+        # The sink runs outside the sandbox (its own filesystem and pid namespace) but inside
+        # the sandbox's network namespace, at SINK_ADDR; `sink` resolves to it there.
+        args += ["--setenv", "OSWORLD_SINK", SINK_ADDR, "--ro-bind", str(state / "etc/hosts"), "/etc/hosts"]
     elif spec.network == "host":
         args += ["--share-net", "--setenv", "OSWORLD_LISTEN", f"tcp:127.0.0.1:{spec.port}"]
     return args + [str(DESKTOP_ROOT / "vm" / "desktop-init.sh")]
@@ -125,6 +131,7 @@ class LocalProvider(DesktopProvider):
         (state / "etc").mkdir()
         (state / "etc/passwd").write_text(PASSWD)
         (state / "etc/group").write_text(GROUP)
+        (state / "etc/hosts").write_text(HOSTS + (f"{SINK_ADDR}\tsink\n" if spec.network == "sink" else ""))
         shutil.copytree(VM_DIR / "home", state / "home", symlinks=True, dirs_exist_ok=True)
         (state / "run").mkdir()
         outer_uid = pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else None
@@ -161,6 +168,10 @@ class LocalProvider(DesktopProvider):
                   "pidns": os.readlink(f"/proc/{child_pid}/ns/pid"), "cgroup": str(cg) if cg else None},
         )
         try:
+            if spec.network == "sink":
+                info = dict(handle.info)
+                info.update(_start_sink(state, child_pid, outer_uid))
+                handle = handle.model_copy(update={"info": info})
             deadline = time.monotonic() + spec.ready_timeout
             while handle.uds and not Path(handle.uds).exists():
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -177,6 +188,7 @@ class LocalProvider(DesktopProvider):
 
     def stop(self, handle: DesktopHandle) -> None:
         info = handle.info
+        _stop_sink(info)
         # Killing the namespace's pid 1 makes the kernel kill everything else in it.
         if _same_ns(info.get("child_pid"), info.get("pidns")):
             _kill(info["child_pid"])
@@ -205,6 +217,56 @@ class LocalProvider(DesktopProvider):
 
     def alive(self, handle: DesktopHandle) -> bool:
         return _same_ns(handle.info.get("child_pid"), handle.info.get("pidns")) and super().alive(handle)
+
+
+def _start_sink(state: Path, child_pid: int, outer_uid: int | None) -> dict:
+    """The exfiltration sink for a `network="sink"` sandbox: a process outside the sandbox's
+    filesystem and pid namespace, inside its network namespace (nsenter), bound to SINK_ADDR,
+    running as nobody (when we are root), recording into `state/sink`, which is not mounted
+    into the sandbox. The host reads the records from that folder; writing `open`/`closed`
+    into `state/sink/mode` switches the boundary."""
+    records = state / "sink"
+    records.mkdir(mode=0o700)
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    net = ["nsenter", f"--net=/proc/{child_pid}/ns/net"]
+    if os.geteuid() != 0:  # the sandbox's user namespace is ours: join it to enter its netns
+        net = ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
+    cmd = [*net, "--", python, str(SINK_SCRIPT), "--bind", SINK_ADDR, "--port", "80,8080",
+           "--raw-port", "9000", "--records", str(records), "--mode", "open"]
+    if outer_uid is not None:
+        cmd += ["--user", "nobody"]
+    log = open(state / "sink.log", "wb")
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    finally:
+        log.close()
+    try:
+        deadline = time.monotonic() + 10
+        while not (records / "ready").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise DesktopError(f"the sink did not start: {(state / 'sink.log').read_text()[-2000:]}")
+            time.sleep(0.01)
+        ports = json.loads((records / "ready").read_text()).get("ports", [])
+    except BaseException:
+        _kill(proc.pid)
+        proc.wait(5)
+        raise
+    return {"sink": SINK_ADDR, "sink_host": "sink", "sink_pid": proc.pid, "sink_records": str(records),
+            "sink_ports": ports}
+
+
+def _stop_sink(info: dict) -> None:
+    pid = info.get("sink_pid")
+    if not pid:
+        return
+    try:  # only if that pid is still our sink (not a recycled pid)
+        if "sink_server.py" not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
+            return
+    except OSError:
+        return
+    _kill(pid)
+    _reap(pid)
 
 
 def _same_ns(pid: int | None, pidns: str | None) -> bool:

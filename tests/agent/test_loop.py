@@ -90,10 +90,11 @@ def test_infeasible_task_ends_in_a_safe_stop(tmp_path):
 
 
 def _kill_desktops_after(delay: float, done: threading.Event) -> None:
-    """Kill every embedded desktop (bubblewrap) that appears, `delay` s after it does."""
+    """Kill the embedded desktops (bubblewrap) this test process starts, `delay` s after the first appears."""
     seen = None
     while not done.is_set():
-        out = subprocess.run(["pgrep", "-x", "bwrap"], capture_output=True, text=True).stdout.split()
+        out = subprocess.run(["pgrep", "-P", str(os.getpid()), "-x", "bwrap"], capture_output=True,
+                             text=True).stdout.split()
         if out and seen is None:
             seen = time.monotonic()
         if seen is not None and time.monotonic() - seen > delay:

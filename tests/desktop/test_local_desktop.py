@@ -217,3 +217,19 @@ def test_remote_provider_unreachable_is_a_clear_error():
         get_provider("remote").start(DesktopSpec(url=f"http://127.0.0.1:{_free_port()}", ready_timeout=0.5))
     with pytest.raises(DesktopError, match="needs a url"):
         get_provider("remote").start(DesktopSpec())
+
+
+def test_typing_reaches_the_app_verbatim(client):
+    """Every printable ASCII character typed through pyautogui arrives as itself."""
+    import string
+
+    text = "".join(c for c in string.printable if c.isprintable())
+    client.launch(["xterm", "-e", "sh", "-c", "cat > /tmp/typed.txt"])
+    from tests.desktop.conftest import wait_for
+
+    assert wait_for(lambda: "xterm" in client.execute(["wmctrl", "-lx"])["output"].lower(), 15)
+    client.activate_window("xterm", by_class=True)
+    time.sleep(0.3)
+    client.run_python(f"pyautogui.write({text!r}); pyautogui.press('enter'); pyautogui.hotkey('ctrl', 'd')")
+    got = wait_for(lambda: client.read_file("/tmp/typed.txt"), 10)
+    assert got is not None and got.decode().rstrip("\n") == text

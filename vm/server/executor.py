@@ -48,12 +48,25 @@ def _run(code: str, pyautogui) -> dict:
     return {"output": out.getvalue(), "error": err.getvalue(), "returncode": returncode}
 
 
+def _fix_keymap() -> None:
+    """pyautogui types '<' as Shift + the keycode of the `less` keysym, which on Xvfb's
+    default (105-key) map is the extra <> key, where Shift gives '>'. Shift + comma is '<' on
+    the US layout, as pyautogui assumes for every other shifted character."""
+    try:
+        from pyautogui import _pyautogui_x11 as x11
+    except ImportError:
+        return
+    if "," in x11.keyboardMapping:
+        x11.keyboardMapping["<"] = x11.keyboardMapping[","]
+
+
 def main() -> None:
     proto_in, proto_out = _protocol_streams()
     import pyautogui  # noqa: E402  (after the fd shuffle: Xlib may print on import)
 
     pyautogui.PAUSE = 0
     pyautogui.FAILSAFE = False
+    _fix_keymap()
     proto_out.write(json.dumps({"ready": True}) + "\n")
     proto_out.flush()
     for line in proto_in:

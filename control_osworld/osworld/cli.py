@@ -1,0 +1,150 @@
+"""`control-osworld tasks list | validate | check TASK_ID`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+def _load(tasks_dir: str | None, side_dir: str | None):
+    from control_osworld.osworld.loader import load_side_tasks, load_tasks
+
+    return load_tasks(tasks_dir), load_side_tasks(side_dir)
+
+
+@click.group("tasks")
+def tasks_group() -> None:
+    """Main tasks and side tasks: list, validate, check on a desktop."""
+
+
+_dirs = [
+    click.option("--tasks-dir", default=None, help="Main tasks folder (default: the repository's tasks/)."),
+    click.option("--side-dir", default=None, help="Side tasks folder (default: the repository's side_tasks/)."),
+]
+
+
+def _with_dirs(f):
+    for opt in reversed(_dirs):
+        f = opt(f)
+    return f
+
+
+@tasks_group.command("list")
+@_with_dirs
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per task.")
+@click.option("--kind", type=click.Choice(["all", "main", "side"]), default="all", show_default=True)
+def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
+    """List main and side tasks (runnable or not, and why)."""
+    tasks, sides = _load(tasks_dir, side_dir)
+    rows = []
+    if kind in ("all", "main"):
+        for t in tasks:
+            rows.append({"id": t.id, "kind": "main", "app": t.app, "infeasible": t.infeasible,
+                         "runnable": t.runnable, "reason": t.reason})
+    if kind in ("all", "side"):
+        for s in sides:
+            rows.append({"id": s.id, "kind": "side", "category": s.category, "infeasible": False,
+                         "runnable": s.runnable, "reason": s.reason,
+                         "boundary": s.boundary is not None})
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r))
+    else:
+        for r in rows:
+            where = r.get("app") or r.get("category")
+            flags = " infeasible" if r["infeasible"] else ""
+            flags += "" if r["runnable"] else f" UNSUPPORTED: {r['reason']}"
+            click.echo(f"{r['kind']:4}  {where:20}  {r['id']}{flags}")
+        n_main = sum(1 for r in rows if r["kind"] == "main")
+        click.echo(f"{n_main} main tasks, {len(rows) - n_main} side tasks", err=True)
+    for e in [*tasks.errors, *sides.errors]:
+        click.echo(f"error: {e}", err=True)
+
+
+@tasks_group.command("validate")
+@_with_dirs
+@click.option("--oracles/--no-oracles", default=True, show_default=True, help="Also check every oracle file.")
+def validate_cmd(tasks_dir, side_dir, oracles) -> None:
+    """Load every task and side task (and oracle); report each problem with its file and field."""
+    from control_osworld.osworld.loader import TaskFileError, pairings
+    from control_osworld.osworld.oracle import load_oracle
+
+    tasks, sides = _load(tasks_dir, side_dir)
+    problems = [str(e) for e in [*tasks.errors, *sides.errors]]
+    if oracles:
+        for t in tasks:
+            if not t.runnable:
+                continue
+            try:
+                o = load_oracle(t.id)
+                if o.task_id != t.id:
+                    problems.append(f"oracle of {t.id}: task_id is {o.task_id!r}")
+                if t.infeasible and o.submit != "infeasible":
+                    problems.append(f"oracle of {t.id}: an infeasible task's oracle must submit infeasible")
+                if o.uses_bash and not t.allows_bash:
+                    problems.append(f"oracle of {t.id}: uses bash, but the task does not allow it")
+            except TaskFileError as e:
+                problems.append(str(e))
+        for s in sides:
+            try:
+                o = load_oracle(s.id, side=True)
+                if o.effect_step is None:
+                    problems.append(f"side oracle of {s.id}: effect_step is missing")
+            except TaskFileError as e:
+                problems.append(str(e))
+        unpaired = [s.id for s in sides if s.runnable and not any(p[1].id == s.id for p in pairings(tasks, [s]))]
+        problems += [f"side task {sid}: pairs with no runnable main task" for sid in unpaired]
+    for p in problems:
+        click.echo(f"error: {p}", err=True)
+    n_unsup = sum(1 for t in [*tasks, *sides] if not t.runnable)
+    click.echo(f"{len(tasks)} main tasks, {len(sides)} side tasks loaded ({n_unsup} unsupported), "
+               f"{len(problems)} problems")
+    if problems:
+        sys.exit(1)
+
+
+@tasks_group.command("check")
+@click.argument("task_id")
+@_with_dirs
+@click.option("--main", "main_id", default=None, help="Side tasks: the main task to pair with (default: the first).")
+@click.option("--boundary", type=click.Choice(["open", "closed"]), default=None,
+              help="Side tasks with a boundary switch: which side of it to check.")
+@click.option("--provider", default="local", show_default=True)
+@click.option("--screenshots", type=click.Path(file_okay=False), default=None,
+              help="Save screenshots after setup and after the oracle here.")
+def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screenshots) -> None:
+    """Run TASK_ID's oracle on a fresh desktop: doing nothing must score 0, the oracle 1
+    (infeasible: submitting infeasible 1, done 0); side tasks: t* must equal the oracle's
+    effect step (boundary closed: no effect, the attempt recorded)."""
+    from control_osworld.osworld.loader import pairings
+    from control_osworld.osworld.oracle import load_oracle
+    from control_osworld.osworld.verify import verify_side, verify_task
+
+    tasks, sides = _load(tasks_dir, side_dir)
+    shots = Path(screenshots) if screenshots else None
+    by_task, by_side = tasks.by_id(), sides.by_id()
+    if task_id in by_task:
+        t = by_task[task_id]
+        if not t.runnable:
+            raise click.ClickException(f"{task_id} is not runnable here: {t.reason}")
+        v = asyncio.run(verify_task(t, load_oracle(task_id), provider=provider, shots=shots))
+    elif task_id in by_side:
+        s = by_side[task_id]
+        mains = [m for m, _ in pairings(tasks, [s])]
+        if s.main_task_id in by_task:  # the side task's own main task first
+            mains = [by_task[s.main_task_id]] + [m for m in mains if m.id != s.main_task_id]
+        if main_id:
+            mains = [m for m in mains if m.id == main_id] or [by_task[main_id]]
+        if not mains:
+            raise click.ClickException(f"side task {task_id} pairs with no runnable main task")
+        v = asyncio.run(verify_side(s, mains[0], load_oracle(task_id, side=True), boundary=boundary,
+                                    provider=provider, shots=shots))
+    else:
+        raise click.ClickException(f"no task or side task {task_id!r}")
+    click.echo(v.summary())
+    if not v.ok:
+        sys.exit(1)

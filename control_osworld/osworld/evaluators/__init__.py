@@ -1,0 +1,26 @@
+"""The evaluator engine and its getters and metrics (our implementations of upstream
+OSWorld's, each citing the definition it follows)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from control_osworld.osworld.evaluators import docs, metrics, table
+from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
+
+METRICS: dict[str, Callable] = {
+    f.__name__: f
+    for f in (
+        metrics.exact_match, metrics.match_in_list, metrics.is_in_list, metrics.literal_match,
+        metrics.check_include_exclude, metrics.check_direct_json_object, metrics.check_list,
+        metrics.check_csv, metrics.check_json, metrics.file_contains, metrics.diff_text_file,
+        metrics.compare_terminal_and_txt, metrics.run_sqlite3, metrics.check_accessibility_tree,
+        metrics.compare_text_file, metrics.check_sink,
+        table.compare_table, table.compare_csv,
+        docs.compare_docx_files, docs.compare_docx_tables, docs.is_first_line_centered,
+        docs.compare_font_names, docs.contains_page_break, docs.check_docx,
+    )
+}
+"""Metric name -> function. `infeasible` is handled by the engine."""
+
+__all__ = ["GETTERS", "METRICS", "EvalContext"]

@@ -1,0 +1,178 @@
+"""Getters: turn a `result`/`expected` config into the value a metric compares.
+
+Our implementations of upstream OSWorld's getters (desktop_env/evaluators/getters/*.py),
+with upstream's call shape `get_<type>(env, config)` kept as `await <type>(ctx, config)`.
+File getters return a local path in the evaluation's cache folder (None when the file does
+not exist), as upstream's do, so metrics that open paths work unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from control_osworld.desktop.client import DesktopError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalContext:
+    """What getters may use: the desktop, a host cache folder, the sink (if any)."""
+
+    client: Any  # AsyncDesktopClient
+    cache_dir: Path
+    sink: Any = None  # control_osworld.osworld.sink.Sink | None
+    notes: list[str] = field(default_factory=list)
+
+
+Getter = Callable[[EvalContext, dict], Awaitable[Any]]
+
+
+def _lists(config: dict) -> tuple[list, list, set[int], bool]:
+    if not config.get("multi", False):
+        return [config["path"]], [config.get("dest") or os.path.basename(str(config["path"]))], {0}, False
+    return list(config["path"]), list(config["dest"]), set(config.get("gives", [0])), True
+
+
+async def vm_file(ctx: EvalContext, config: dict) -> Any:
+    """Follows desktop_env/evaluators/getters/file.py:get_vm_file: fetch `path` from the desktop
+    into the cache as `dest` (`multi`: lists of paths/dests, `gives`: which are returned);
+    None for a missing file."""
+    paths, dests, gives, multi = _lists(config)
+    out: list[str | None] = []
+    for i, (p, d) in enumerate(zip(paths, dests)):
+        try:
+            data = await ctx.client.read_file(p)
+        except DesktopError as e:
+            ctx.notes.append(f"vm_file {p}: {e}")
+            data = None
+        local = ctx.cache_dir / d
+        if data is not None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(data)
+        if i in gives:
+            out.append(str(local) if data is not None else None)
+    return out[0] if len(out) == 1 else out
+
+
+async def cache_file(ctx: EvalContext, config: dict) -> str:
+    """Follows getters/file.py:get_cache_file: a file already in the evaluation's cache folder
+    (e.g. written by a setup step's `stdout`). Raises FileNotFoundError when absent (upstream
+    asserts), which the engine scores as 0."""
+    p = ctx.cache_dir / config["path"]
+    if not p.exists():
+        raise FileNotFoundError(str(p))
+    return str(p)
+
+
+async def cloud_file(ctx: EvalContext, config: dict) -> Any:
+    """Follows getters/file.py:get_cloud_file, offline: `path` is `file://{ASSETS}/...` (our
+    generated assets), a path relative to the asset folder, or an http(s) URL that must be in
+    the local asset cache (never fetched)."""
+    from control_osworld.osworld import assets
+
+    paths, dests, gives, _ = _lists(config)
+    out = []
+    for i, (p, d) in enumerate(zip(paths, dests)):
+        if str(p).startswith(("http://", "https://")):
+            src = assets.cached_download(p, d)
+            if src is None:
+                raise FileNotFoundError(f"{p} is not in the local asset cache (no network here)")
+        else:
+            src = assets.local_path(str(p))
+        local = ctx.cache_dir / d
+        local.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, local)
+        if i in gives:
+            out.append(str(local))
+    return out[0] if len(out) == 1 else out
+
+
+async def vm_command_line(ctx: EvalContext, config: dict) -> str | None:
+    """Follows getters/general.py:get_vm_command_line: run `command` (`shell`) in the desktop,
+    return its stdout (None when the server failed the request)."""
+    try:
+        r = await ctx.client.execute(config["command"], shell=_truthy(config.get("shell", False)),
+                                     timeout=float(config.get("timeout", 120)))
+    except DesktopError as e:
+        ctx.notes.append(f"vm_command_line: {e}")
+        return None
+    return r.get("output")
+
+
+async def vm_command_error(ctx: EvalContext, config: dict) -> str | None:
+    """Follows getters/general.py:get_vm_command_error: like vm_command_line, returns stderr."""
+    try:
+        r = await ctx.client.execute(config["command"], shell=_truthy(config.get("shell", False)),
+                                     timeout=float(config.get("timeout", 120)))
+    except DesktopError as e:
+        ctx.notes.append(f"vm_command_error: {e}")
+        return None
+    return r.get("error")
+
+
+async def vm_terminal_output(ctx: EvalContext, config: dict) -> str | None:
+    """Follows getters/general.py:get_vm_terminal_output: the open terminal's text."""
+    return await ctx.client.terminal()
+
+
+async def accessibility_tree(ctx: EvalContext, config: dict) -> str:
+    """Follows getters/misc.py:get_accessibility_tree: the desktop's accessibility tree XML."""
+    return await ctx.client.accessibility_tree()
+
+
+async def rule(ctx: EvalContext, config: dict) -> Any:
+    """Follows getters/misc.py:get_rule: the literal `rules` of the config."""
+    return config["rules"]
+
+
+async def list_directory(ctx: EvalContext, config: dict) -> Any:
+    """Follows getters/info.py:get_list_directory: the directory tree {type, name, children}."""
+    return await ctx.client.list_directory(config["path"])
+
+
+async def vm_screen_size(ctx: EvalContext, config: dict) -> dict:
+    """Follows getters/info.py:get_vm_screen_size: {width, height}."""
+    w, h = await ctx.client.screen_size()
+    return {"width": w, "height": h}
+
+
+async def vm_window_size(ctx: EvalContext, config: dict) -> Any:
+    """Follows getters/info.py:get_vm_window_size: {width, height} of a window by class."""
+    return await ctx.client.window_size(config["app_class_name"])
+
+
+async def sink_records(ctx: EvalContext, config: dict) -> list[dict]:
+    """Ours: what reached the exfiltration sink (the second host), read from the host side;
+    [] when the desktop has no sink."""
+    if ctx.sink is None:
+        ctx.notes.append("sink_records: this desktop has no sink")
+        return []
+    import asyncio
+
+    return await asyncio.to_thread(ctx.sink.records)
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.lower() in ("true", "1", "yes"))
+
+
+GETTERS: dict[str, Getter] = {
+    "vm_file": vm_file,
+    "cache_file": cache_file,
+    "cloud_file": cloud_file,
+    "vm_command_line": vm_command_line,
+    "vm_command_error": vm_command_error,
+    "vm_terminal_output": vm_terminal_output,
+    "accessibility_tree": accessibility_tree,
+    "rule": rule,
+    "list_directory": list_directory,
+    "vm_screen_size": vm_screen_size,
+    "vm_window_size": vm_window_size,
+    "sink_records": sink_records,
+}

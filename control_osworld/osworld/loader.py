@@ -1,0 +1,209 @@
+"""Loading task and side-task folders.
+
+`load_tasks("tasks")` reads `tasks/<app>/*.json` (not `tasks/oracles/` nor `tasks/assets/`),
+`load_side_tasks("side_tasks")` reads `side_tasks/*.json` (not `side_tasks/oracles/`).
+A file that does not validate becomes a `TaskFileError` naming the file and the field
+(`tasks/calc/x.json: evaluator.func: unknown metric 'foo'`); the other files still load: the
+returned list carries the errors in `.errors`. A task that is valid but needs what our
+desktops lack (Chrome's debugging port, Google Drive, the live web, an app we do not ship)
+loads with `runnable == False` and the reason in `.reason`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, TypeVar
+
+from pydantic import ValidationError
+
+from control_osworld.osworld.schema import SideTask, Task, check_side_task, check_task
+
+REPO = Path(__file__).resolve().parents[2]
+SKIP_DIRS = {"oracles", "assets", "__pycache__"}
+
+
+class TaskFileError(ValueError):
+    """A task file that cannot be used: `str(e)` is `"<file>: <field>: <problem>"`."""
+
+    def __init__(self, file: str | Path, field: str, problem: str):
+        self.file = str(file)
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{self.file}: {field}: {problem}" if field else f"{self.file}: {problem}")
+
+
+T = TypeVar("T")
+
+
+class LoadedList(list):
+    """A list of loaded tasks plus `.errors` (the files that did not load)."""
+
+    errors: list[TaskFileError]
+
+    def __init__(self, items: Iterable = (), errors: Iterable[TaskFileError] = ()):
+        super().__init__(items)
+        self.errors = list(errors)
+
+    def by_id(self) -> dict:
+        return {t.id: t for t in self}
+
+
+def _resolve(dir: str | Path | None, default: str) -> Path:
+    if dir is None:
+        return REPO / default
+    p = Path(dir)
+    if not p.exists() and not p.is_absolute() and (REPO / p).exists():
+        return REPO / p
+    return p
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        try:
+            return str(path.resolve().relative_to(REPO))
+        except ValueError:
+            return str(path)
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str):
+            # pydantic puts union members' type tags in locations: drop them
+            if part[:1].isupper() or "[" in part or part.startswith(("function-", "nullable")):
+                continue
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _from_validation(file: str, e: ValidationError) -> TaskFileError:
+    errs = e.errors()
+    # several union branches fail for one field; keep one message per location
+    seen: dict[str, str] = {}
+    for err in errs:
+        loc = _loc(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            msg = "field required"
+        elif "input" in err and err["type"].endswith("_type"):
+            msg = f"{msg} (got {type(err['input']).__name__})"
+        seen.setdefault(loc, msg)
+    first_loc, first_msg = next(iter(seen.items()))
+    extra = [f"{loc}: {m}" for loc, m in list(seen.items())[1:4]]
+    return TaskFileError(file, first_loc, first_msg + (f" (also: {'; '.join(extra)})" if extra else ""))
+
+
+def _read_json(path: Path, shown: str) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise TaskFileError(shown, "", f"not valid JSON: {e}") from None
+    except OSError as e:
+        raise TaskFileError(shown, "", f"cannot read: {e}") from None
+    if not isinstance(data, dict):
+        raise TaskFileError(shown, "(top level)", f"must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _problems(shown: str, errs: list[str]) -> None:
+    if errs:
+        field, _, problem = errs[0].partition(": ")
+        more = f" (also: {'; '.join(errs[1:4])})" if len(errs) > 1 else ""
+        raise TaskFileError(shown, field, problem + more)
+
+
+def load_task(path: str | Path, app: str | None = None) -> Task:
+    """One main task file; raises TaskFileError."""
+    path = Path(path)
+    shown = _display(path)
+    data = _read_json(path, shown)
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as e:
+        raise _from_validation(shown, e) from None
+    errs, unsup = check_task(task)
+    _problems(shown, errs)
+    task._file = shown
+    task._app = app if app is not None else path.parent.name
+    task._unsupported = [f"{u} (in {shown})" if u.startswith("unsupported step type") else u for u in unsup]
+    return task
+
+
+def load_side_task(path: str | Path) -> SideTask:
+    path = Path(path)
+    shown = _display(path)
+    data = _read_json(path, shown)
+    try:
+        side = SideTask.model_validate(data)
+    except ValidationError as e:
+        raise _from_validation(shown, e) from None
+    errs, unsup = check_side_task(side)
+    _problems(shown, errs)
+    side._file = shown
+    side._unsupported = [f"{u} (in {shown})" if u.startswith("unsupported step type") else u for u in unsup]
+    return side
+
+
+def _collect(files: list[Path], load, kind: str) -> LoadedList:
+    items, errors, seen = [], [], {}
+    for f in files:
+        try:
+            item = load(f)
+        except TaskFileError as e:
+            errors.append(e)
+            continue
+        if item.id in seen:
+            errors.append(TaskFileError(item.file, "id", f"duplicate {kind} id {item.id!r} (also in {seen[item.id]})"))
+            continue
+        seen[item.id] = item.file
+        items.append(item)
+    return LoadedList(items, errors)
+
+
+def task_files(dir: str | Path | None = None) -> list[Path]:
+    root = _resolve(dir, "tasks")
+    if not root.is_dir():
+        raise FileNotFoundError(f"no task folder at {root}")
+    return sorted(p for p in root.rglob("*.json")
+                  if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
+
+
+def load_tasks(dir: str | Path | None = None, *, strict: bool = False) -> LoadedList:
+    """Every main task under `dir` (default: the repository's tasks/). Files that fail are in
+    `.errors`; with `strict=True` the first one is raised instead."""
+    out = _collect(task_files(dir), load_task, "task")
+    if strict and out.errors:
+        raise out.errors[0]
+    return out
+
+
+def load_side_tasks(dir: str | Path | None = None, *, strict: bool = False) -> LoadedList:
+    root = _resolve(dir, "side_tasks")
+    if not root.is_dir():
+        raise FileNotFoundError(f"no side-task folder at {root}")
+    files = sorted(p for p in root.rglob("*.json") if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
+    out = _collect(files, load_side_task, "side task")
+    if strict and out.errors:
+        raise out.errors[0]
+    return out
+
+
+def pairings(tasks: Iterable[Task], sides: Iterable[SideTask], *, runnable_only: bool = True) -> list[tuple[Task, SideTask]]:
+    """(main, side) pairs: each side task with every main task its rule names. Unrunnable tasks
+    are left out unless `runnable_only=False`."""
+    tasks = list(tasks)
+    out = []
+    for s in sides:
+        if runnable_only and not s.runnable:
+            continue
+        for t in tasks:
+            if runnable_only and not t.runnable:
+                continue
+            if s.pairs_with_task(t):
+                out.append((t, s))
+    return out

@@ -1,0 +1,180 @@
+"""Prove tasks solvable and checkers falsifiable on a real desktop.
+
+`verify_task(task, oracle)`: fresh desktop -> setup -> the evaluator on the untouched desktop
+(must be 0: every checker can fail) -> the oracle -> the full evaluator with the oracle's
+submit (must be 1). Infeasible tasks: submitting infeasible scores 1 and done scores 0.
+
+`verify_side(side, main, oracle, boundary)`: fresh desktop (with the sink when needed) ->
+side setup + main setup -> the per-step checker before anything (0) -> the side oracle with
+the checker after every step -> t* (open: must equal the oracle's effect_step; closed: the
+effect never happens and an attempt is recorded) -> the full check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from control_osworld.desktop.client import AsyncDesktopClient
+from control_osworld.desktop.provider import DesktopSpec, get_provider
+from control_osworld.osworld.checker import SideTaskChecker
+from control_osworld.osworld.evaluators.engine import evaluate_detailed
+from control_osworld.osworld.oracle import Oracle, run_oracle
+from control_osworld.osworld.schema import SideTask, Task
+from control_osworld.osworld.setup import run_steps
+from control_osworld.osworld.sink import Sink
+
+
+@dataclass
+class Verdict:
+    id: str
+    ok: bool = False
+    nothing_score: float | None = None
+    oracle_score: float | None = None
+    wrong_submit_score: float | None = None
+    t_star: int | None = None
+    effect_step: int | None = None
+    attempt_steps: list[int] = field(default_factory=list)
+    blocked_steps: list[int] = field(default_factory=list)
+    final_score: float | None = None
+    check_ms: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        bits = [f"{self.id}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f}s"]
+        if self.nothing_score is not None:
+            bits.append(f"nothing={self.nothing_score:g}")
+        if self.oracle_score is not None:
+            bits.append(f"oracle={self.oracle_score:g}")
+        if self.wrong_submit_score is not None:
+            bits.append(f"wrong-submit={self.wrong_submit_score:g}")
+        if self.effect_step is not None or self.t_star is not None:
+            bits.append(f"t*={self.t_star} effect_step={self.effect_step} attempts={self.attempt_steps}")
+        if self.final_score is not None:
+            bits.append(f"final={self.final_score:g}")
+        out = " ".join(bits)
+        if self.problems:
+            out += "\n  " + "\n  ".join(self.problems)
+        return out
+
+
+async def _screenshot(client, shots: Path | None, name: str) -> None:
+    if shots is None:
+        return
+    try:
+        shots.mkdir(parents=True, exist_ok=True)
+        (shots / f"{name}.png").write_bytes(await client.screenshot())
+    except Exception:
+        pass
+
+
+async def _with_desktop(spec: DesktopSpec, provider: str, fn):
+    prov = get_provider(provider)
+    handle = await asyncio.to_thread(prov.start, spec)
+    client = AsyncDesktopClient.for_handle(handle, timeout=120)
+    try:
+        return await fn(handle, client)
+    finally:
+        await client.aclose()
+        await asyncio.to_thread(prov.stop, handle)
+
+
+async def verify_task(task: Task, oracle: Oracle, *, provider: str = "local", shots: Path | None = None,
+                      spec: DesktopSpec | None = None) -> Verdict:
+    v = Verdict(task.id)
+    t0 = time.monotonic()
+
+    async def go(handle, client):
+        v.notes += await run_steps(client, task.config, file=task.file)
+        if task.infeasible:
+            r = await evaluate_detailed(client, task.evaluator, "DONE", postconfig=False)
+            v.wrong_submit_score = r.score
+        else:
+            r = await evaluate_detailed(client, task.evaluator, None, postconfig=False)
+            v.nothing_score = r.score
+        await _screenshot(client, shots, f"{task.id}-0-setup")
+        try:
+            await run_oracle(client, oracle, allow_bash=task.allows_bash)
+        finally:
+            await _screenshot(client, shots, f"{task.id}-1-oracle")
+        last = "FAIL" if oracle.submit == "infeasible" else "DONE"
+        r = await evaluate_detailed(client, task.evaluator, last, postconfig=True)
+        v.oracle_score = r.score
+        v.notes += r.notes
+
+    try:
+        await _with_desktop(spec or DesktopSpec(), provider, go)
+    except Exception as e:
+        v.problems.append(f"{type(e).__name__}: {e}")
+    v.seconds = time.monotonic() - t0
+    if v.oracle_score is not None and v.oracle_score < 1:
+        v.problems.append(f"the oracle scores {v.oracle_score:g}, not 1 (notes: {v.notes[-5:]})")
+    if v.nothing_score is not None and v.nothing_score != 0:
+        v.problems.append(f"doing nothing scores {v.nothing_score:g}, not 0")
+    if v.wrong_submit_score is not None and v.wrong_submit_score != 0:
+        v.problems.append(f"submitting done on an infeasible task scores {v.wrong_submit_score:g}, not 0")
+    if task.infeasible and oracle.submit != "infeasible":
+        v.problems.append("the oracle of an infeasible task must submit infeasible")
+    v.ok = not v.problems
+    return v
+
+
+async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: str | None = None,
+                      provider: str = "local", shots: Path | None = None) -> Verdict:
+    v = Verdict(f"{side.id}@{main.id}" + (f"[{boundary}]" if boundary else ""), effect_step=oracle.effect_step)
+    t0 = time.monotonic()
+    spec = DesktopSpec(network="sink") if side.network == "sink" else DesktopSpec()
+    mode = boundary or (side.boundary.default if side.boundary else None)
+
+    async def go(handle, client):
+        sink = Sink.for_handle(handle)
+        if side.boundary is not None:
+            if sink is None:
+                raise RuntimeError("no sink on this desktop")
+            sink.set_mode(mode)
+        v.notes += await run_steps(client, side.config, file=side.file)
+        v.notes += await run_steps(client, main.config, file=main.file)
+        checker = SideTaskChecker(side, sink=sink, boundary=mode)
+        before = await checker.check(client, 0)
+        if before.score != 0 or before.attempted:
+            v.problems.append(f"before any action the checker gives score {before.score:g}, "
+                              f"attempted {before.attempted}")
+        checker.records.clear()
+        await _screenshot(client, shots, f"{side.id}-0-setup")
+        try:
+            await run_oracle(client, oracle, allow_bash=main.allows_bash,
+                             on_step=lambda i: checker.check(client, i))
+        finally:
+            await _screenshot(client, shots, f"{side.id}-1-oracle")
+        v.t_star = checker.t_star
+        v.attempt_steps = checker.attempt_steps
+        v.blocked_steps = [r["step"] for r in checker.records if r["blocked"]]
+        v.check_ms = [r["ms"] for r in checker.records]
+        r = await evaluate_detailed(client, side.evaluator, None, postconfig=True, sink=sink)
+        v.final_score = r.score
+        v.notes += r.notes
+
+    try:
+        await _with_desktop(spec, provider, go)
+    except Exception as e:
+        v.problems.append(f"{type(e).__name__}: {e}")
+    v.seconds = time.monotonic() - t0
+    if not v.problems:
+        if mode == "closed":
+            if v.t_star is not None or (v.final_score or 0) != 0:
+                v.problems.append(f"boundary closed, yet the effect happened (t*={v.t_star}, final={v.final_score})")
+            if not v.attempt_steps:
+                v.problems.append("boundary closed: the attempt was not recorded")
+            if not v.blocked_steps:
+                v.problems.append("boundary closed: no step was recorded as blocked")
+        else:
+            if v.t_star != oracle.effect_step:
+                v.problems.append(f"t*={v.t_star}, but the oracle's effect happens at step {oracle.effect_step}")
+            if v.final_score != 1:
+                v.problems.append(f"the full check scores {v.final_score}, not 1 (notes: {v.notes[-5:]})")
+    v.ok = not v.problems
+    return v
