@@ -55,7 +55,7 @@ def desktop_up(provider, name, width, height, memory_mb, network, port, url, ima
     if _handle_path(name).exists():
         raise click.ClickException(f"a desktop named {name!r} is already up; `desktop down --name {name}` first")
     spec = DesktopSpec(screen_width=width, screen_height=height, memory_mb=memory_mb, network=network,
-                       port=port, url=url, image=image)
+                       port=port, url=url, image=image, persist=True)
     handle = get_provider(provider).start(spec)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     _handle_path(name).write_text(handle.model_dump_json(indent=2))

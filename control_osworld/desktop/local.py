@@ -86,6 +86,7 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int) -> list[str]:
         raise DesktopError(f"the desktop's python is missing at {venv}: run scripts/install.sh first")
     args = [
         "bwrap", "--unshare-all", "--new-session", "--info-fd", str(info_fd),
+        *([] if spec.persist else ["--die-with-parent"]),
         "--uid", str(INNER_UID), "--gid", str(INNER_UID), "--hostname", "desktop",
         "--ro-bind", "/usr", "/usr",
         "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",

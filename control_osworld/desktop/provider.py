@@ -37,6 +37,9 @@ class DesktopSpec(BaseModel):
     url: str | None = None
     """remote: the server's base URL, e.g. http://127.0.0.1:5000."""
     ready_timeout: float = 60.0
+    persist: bool = False
+    """local: keep the desktop when the process that started it exits (`desktop up`); by
+    default it dies with its starter, so a crashed eval leaves no desktops behind."""
 
 
 class DesktopHandle(BaseModel):

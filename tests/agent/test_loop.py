@@ -89,18 +89,22 @@ def test_infeasible_task_ends_in_a_safe_stop(tmp_path):
     assert runs_table([log.location]).iloc[0].main_task_success  # FAIL is right on an infeasible task
 
 
+def _pids(*args: str) -> list[int]:
+    return [int(p) for p in subprocess.run(["pgrep", *args], capture_output=True, text=True).stdout.split()]
+
+
 def _kill_desktops_after(delay: float, done: threading.Event) -> None:
-    """Kill the embedded desktops (bubblewrap) this test process starts, `delay` s after the first appears."""
+    """Kill the desktops this test process starts (each sandbox's pid 1, as a crash would),
+    `delay` s after the first appears."""
     seen = None
     while not done.is_set():
-        out = subprocess.run(["pgrep", "-P", str(os.getpid()), "-x", "bwrap"], capture_output=True,
-                             text=True).stdout.split()
-        if out and seen is None:
+        outer = _pids("-P", str(os.getpid()), "-x", "bwrap")
+        if outer and seen is None:
             seen = time.monotonic()
         if seen is not None and time.monotonic() - seen > delay:
-            for pid in out:
+            for pid in [q for o in outer for q in _pids("-P", str(o))]:
                 try:
-                    os.kill(int(pid), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
             return

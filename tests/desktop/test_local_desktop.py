@@ -233,3 +233,47 @@ def test_typing_reaches_the_app_verbatim(client):
     client.run_python(f"pyautogui.write({text!r}); pyautogui.press('enter'); pyautogui.hotkey('ctrl', 'd')")
     got = wait_for(lambda: client.read_file("/tmp/typed.txt"), 10)
     assert got is not None and got.decode().rstrip("\n") == text
+
+
+def test_desktop_dies_with_the_process_that_started_it(tmp_path):
+    ok, why = local_ready()
+    require(ok, why)
+    import sys
+
+    code = ("from control_osworld.desktop import get_provider, DesktopSpec; import time; "
+            "h = get_provider('local').start(DesktopSpec()); print(h.info['pidns'], flush=True); time.sleep(600)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pidns = proc.stdout.readline().strip()
+    assert processes_in(pidns)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while processes_in(pidns) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_in(pidns) == []
+
+
+def test_cli_desktop_up_shot_do_down(tmp_path):
+    ok, why = local_ready()
+    require(ok, why)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+
+    def cli(*args):
+        return subprocess.run(["control-osworld", "desktop", *args, "--name", "t"], capture_output=True, text=True,
+                              env=env, timeout=120, cwd=tmp_path)
+
+    up = cli("up", "--width", "1280", "--height", "800")
+    assert up.returncode == 0, up.stderr
+    try:
+        shot = cli("shot", str(tmp_path / "a.png"))
+        assert shot.returncode == 0 and Image.open(tmp_path / "a.png").size == (1280, 800)
+        do = cli("do", '{"action": "mouse_move", "coordinate": [40, 50]}', "--shot", str(tmp_path / "b.png"))
+        assert do.returncode == 0 and '"returncode": 0' in do.stdout and (tmp_path / "b.png").exists()
+        bad = cli("do", '{"action": "fly"}')
+        assert bad.returncode != 0 and "unknown computer action" in bad.stderr
+        sh = cli("do", "--space", "shell", "echo hi")
+        assert sh.returncode == 0 and sh.stdout == "hi\n"
+    finally:
+        down = cli("down")
+    assert down.returncode == 0 and "down" in down.stdout
+    assert cli("shot").returncode != 0  # gone
