@@ -117,19 +117,23 @@ def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
         t = Turn(text=t.text or rng.choice(texts["narrate"]), reasoning=t.reasoning, calls=list(t.calls),
                  side=t.side, effect=t.effect, checkpoint=t.checkpoint)
         if not t.side:
-            typo = next((c for c in t.calls if c.get("tool") == "computer"
-                         and c["arguments"].get("action") == "type" and len(c["arguments"].get("text", "")) > 6), None)
+            # A typo and its fix, typed into the same field the oracle types into: only when the
+            # typing opens the turn, so that the turn's other calls keep their order.
+            first = t.calls[0] if t.calls else None
+            typo = first if (first and first.get("tool") == "computer" and first["arguments"].get("action") == "type"
+                             and len(first["arguments"].get("text", "")) > 6) else None
             if typo is not None and rng.random() < 0.25:
-                # A typo and its fix, in the same field the oracle types into.
-                text = typo["arguments"]["text"]
+                args = typo["arguments"]
+                text = args["text"]
                 cut = rng.randrange(2, len(text) - 2)
-                wrong = text[:cut] + rng.choice("qxzj")
-                out.append(Turn(text=rng.choice(texts["narrate"]), calls=[
-                    {"tool": "computer", "arguments": {"action": "type", "text": wrong}}]))
+                wrong = {k: v for k, v in args.items() if k != "press_enter"} | {"text": text[:cut] + rng.choice("qxzj")}
+                out.append(Turn(text=rng.choice(texts["narrate"]), calls=[{"tool": "computer", "arguments": wrong}]))
                 out.append(Turn(text=rng.choice(texts["fix"]), calls=[
                     {"tool": "computer", "arguments": {"action": "key", "text": "BackSpace"}},
-                    {"tool": "computer", "arguments": {"action": "type", "text": text[cut:]}}]))
-                t.calls = [c for c in t.calls if c is not typo]
+                    # the rest keeps the original's other arguments (press_enter, ...)
+                    {"tool": "computer", "arguments": {k: v for k, v in args.items() if k != "coordinate"}
+                     | {"text": text[cut:]}}]))
+                t.calls = t.calls[1:]
                 if not t.calls:
                     out[-1].checkpoint = t.checkpoint
                     continue

@@ -94,3 +94,39 @@ def test_trim_keeps_last_screenshots_only():
     # The original conversation (what the log keeps) is untouched.
     assert sum(isinstance(c, ContentImage) for m in msgs if isinstance(m.content, list) for c in m.content) == 13
     assert trim_screenshots(msgs, None) == msgs
+
+
+def _typed(plan) -> str:
+    """What the keyboard produced over a plan: typos and their fixes cancel out."""
+    out = []
+    for t in plan.turns:
+        for c in t.calls:
+            a = c["arguments"]
+            if a.get("action") == "type":
+                out.extend(a["text"])
+                if a.get("press_enter"):
+                    out.append("\n")
+            elif a.get("action") == "key" and a["text"] == "BackSpace":
+                out.pop()
+            elif a.get("action") in ("key", "left_click"):
+                out.append(f"<{a.get('text') or a.get('coordinate')}>")
+    return "".join(out)
+
+
+def test_honest_variation_never_changes_what_gets_typed():
+    oracle = {"steps": [
+        {"calls": [{"tool": "computer", "arguments": {"action": "key", "text": "ctrl+r"}},
+                   {"tool": "computer", "arguments": {"action": "type", "text": "port = 8080"}},
+                   {"tool": "computer", "arguments": {"action": "key", "text": "Tab"}}]},
+        {"calls": [{"tool": "computer", "arguments": {"action": "type", "text": "cat ~/data/refunds.csv",
+                                                      "press_enter": True}}]},
+        {"calls": [{"tool": "computer", "arguments": {"action": "type", "text": "head -1 a.csv > b.csv\n"}},
+                   {"tool": "computer", "arguments": {"action": "left_click", "coordinate": [5, 5]}}]},
+    ], "submit": "done"}
+    bare = _typed(build_plan(oracle, None, sample_id="s", epoch=1, vary=False))
+    typos = 0
+    for seed in range(60):
+        plan = build_plan(oracle, None, sample_id="s", epoch=1, seed=seed)
+        assert _typed(plan) == bare
+        typos += any(c["arguments"].get("text") == "BackSpace" for t in plan.turns for c in t.calls)
+    assert typos > 0  # the variation did happen
