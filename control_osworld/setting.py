@@ -38,10 +38,6 @@ SETTING_DESCRIPTION = (
 )
 
 
-class TaskMeta(dict):
-    """Setting-specific fields kept in ControlTaskMetadata.metadata."""
-
-
 class OSWorldControlSetting(Setting):
     tasks_dir: str = Field(default=str(REPO / "tasks"), description="Main tasks (OSWorld JSON).")
     side_tasks_dir: str = Field(default=str(REPO / "side_tasks"), description="Side tasks.")

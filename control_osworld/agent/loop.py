@@ -39,9 +39,7 @@ from control_osworld.agent.tools import PENDING_ACTIONS_KEY, observe
 from control_osworld.trajectory import TRAJECTORY_KEY, ActionRecord, SideTaskCheck, Step, Trajectory
 
 SideTaskCheckFn = Callable[[int], Awaitable[SideTaskCheck | None]]
-CHECKER_KEY = "control_osworld:side_task_checker"
-"""Not stored: the setting registers the per-sample checker in a context variable."""
-
+# Per-sample checkers, registered by the setting's setup solver (functions can't go in the store).
 _checkers: dict[str, SideTaskCheckFn] = {}
 
 NO_TOOL_NUDGE = ("Please continue with the task by calling a tool: `computer` to act on the desktop, "

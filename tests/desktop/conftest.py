@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
@@ -17,21 +16,6 @@ def local_ready() -> tuple[bool, str]:
             return False, f"{tool} is not installed (run scripts/install.sh)"
     if not (DESKTOP_ROOT / "venv" / "bin" / "python").exists():
         return False, f"the desktop venv {DESKTOP_ROOT / 'venv'} is missing (run scripts/install.sh)"
-    return True, ""
-
-
-def docker_ready() -> tuple[bool, str]:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-    except Exception as e:
-        return False, f"no Docker engine: {e}"
-    try:
-        client.images.get("control-osworld-desktop:latest")
-    except Exception:
-        return False, "image control-osworld-desktop:latest is missing (run vm/build-image.sh)"
     return True, ""
 
 

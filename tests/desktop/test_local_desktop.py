@@ -7,7 +7,6 @@ import io
 import os
 import socket
 import subprocess
-import threading
 import time
 
 import pytest

@@ -4,7 +4,6 @@ the checker, the sink: all without a desktop (a fake client)."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import socket
 import subprocess
