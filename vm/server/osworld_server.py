@@ -146,18 +146,23 @@ def screen_size() -> tuple[int, int]:
     return mon["width"], mon["height"]
 
 
-def screenshot_png(compress_level: int = 1, size: tuple[int, int] | None = None) -> bytes:
+_encoders: dict[tuple[int, int], "StripePNG"] = {}
+
+
+def screenshot_png(size: tuple[int, int] | None = None) -> bytes:
     """The screen as PNG; `size` resizes it here, where it is cheapest (fewer pixels to encode
-    and to send) — for models that see the screen at their own resolution."""
+    and to send) — for models that see the screen at their own resolution. Encoded by
+    StripePNG, which re-compresses only the stripes that changed since the last screenshot."""
     from PIL import Image
+
+    from png_stripes import StripePNG
 
     raw = _mss().grab(_mss().monitors[1])
     img = Image.frombytes("RGB", raw.size, raw.bgra, "raw", "BGRX")
     if size and tuple(size) != img.size:
         img = img.resize(tuple(size), Image.BILINEAR, reducing_gap=2.0)
-    buf = io.BytesIO()
-    img.save(buf, "PNG", compress_level=compress_level)
-    return buf.getvalue()
+    enc = _encoders.setdefault(img.size, StripePNG())
+    return enc.encode(img.tobytes(), *img.size)
 
 
 # ---------------------------------------------------------------- windows
