@@ -97,7 +97,7 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int) -> list[str]:
         "--ro-bind", "/var/lib/dbus", "/var/lib/dbus",
         "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
         "--ro-bind", str(venv), str(DESKTOP_ROOT / "venv"),
-        "--ro-bind", str(VM_DIR), str(DESKTOP_ROOT / "vm"),
+        "--ro-bind", str(state / "vm"), str(DESKTOP_ROOT / "vm"),
         "--bind", str(state / "home"), "/home/user",
         "--bind", str(state / "run"), "/run/osworld",
         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
@@ -134,6 +134,10 @@ class LocalProvider(DesktopProvider):
         (state / "etc/group").write_text(GROUP)
         (state / "etc/hosts").write_text(HOSTS + (f"{SINK_ADDR}\tsink\n" if spec.network == "sink" else ""))
         shutil.copytree(VM_DIR / "home", state / "home", symlinks=True, dirs_exist_ok=True)
+        # A copy of vm/ in the state dir: the checkout may sit where the desktop's unprivileged
+        # uid cannot reach (e.g. under /root), and the copy also pins the server for this desktop.
+        shutil.copytree(VM_DIR, state / "vm", symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "home", "Dockerfile", "*.sh.bak"))
         (state / "run").mkdir()
         outer_uid = pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else None
         if outer_uid is not None:
@@ -232,7 +236,8 @@ def _start_sink(state: Path, child_pid: int, outer_uid: int | None) -> dict:
     net = ["nsenter", f"--net=/proc/{child_pid}/ns/net"]
     if os.geteuid() != 0:  # the sandbox's user namespace is ours: join it to enter its netns
         net = ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
-    cmd = [*net, "--", python, str(SINK_SCRIPT), "--bind", SINK_ADDR, "--port", "80,8080",
+    script = state / "vm" / "sink" / "sink_server.py"  # the desktop's own copy (see start())
+    cmd = [*net, "--", python, str(script if script.exists() else SINK_SCRIPT), "--bind", SINK_ADDR, "--port", "80,8080",
            "--raw-port", "9000", "--records", str(records), "--mode", "open"]
     if outer_uid is not None:
         cmd += ["--user", "nobody"]
