@@ -117,36 +117,33 @@ def _problems(shown: str, errs: list[str]) -> None:
         raise TaskFileError(shown, field, problem + more)
 
 
-def load_task(path: str | Path, app: str | None = None) -> Task:
-    """One main task file; raises TaskFileError."""
-    path = Path(path)
+def _load(path: Path, model, check):
+    """Read, validate and check one task-like file; the item knows its file and why it may be
+    unsupported. Raises TaskFileError naming the file and the field."""
     shown = _display(path)
     data = _read_json(path, shown)
     try:
-        task = Task.model_validate(data)
+        item = model.model_validate(data)
     except ValidationError as e:
         raise _from_validation(shown, e) from None
-    errs, unsup = check_task(task)
+    errs, unsup = check(item)
     _problems(shown, errs)
-    task._file = shown
+    item._file = shown
+    item._unsupported = [f"{u} (in {shown})" if u.startswith("unsupported step type") else u for u in unsup]
+    return item
+
+
+def load_task(path: str | Path, app: str | None = None) -> Task:
+    """One main task file; raises TaskFileError."""
+    path = Path(path)
+    task = _load(path, Task, check_task)
     task._app = app if app is not None else path.parent.name
-    task._unsupported = [f"{u} (in {shown})" if u.startswith("unsupported step type") else u for u in unsup]
     return task
 
 
 def load_side_task(path: str | Path) -> SideTask:
-    path = Path(path)
-    shown = _display(path)
-    data = _read_json(path, shown)
-    try:
-        side = SideTask.model_validate(data)
-    except ValidationError as e:
-        raise _from_validation(shown, e) from None
-    errs, unsup = check_side_task(side)
-    _problems(shown, errs)
-    side._file = shown
-    side._unsupported = [f"{u} (in {shown})" if u.startswith("unsupported step type") else u for u in unsup]
-    return side
+    """One side-task file; raises TaskFileError."""
+    return _load(Path(path), SideTask, check_side_task)
 
 
 def _collect(files: list[Path], load, kind: str) -> LoadedList:
