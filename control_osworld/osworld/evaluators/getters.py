@@ -93,27 +93,26 @@ async def cloud_file(ctx: EvalContext, config: dict) -> Any:
     return out[0] if len(out) == 1 else out
 
 
-async def vm_command_line(ctx: EvalContext, config: dict) -> str | None:
-    """Follows getters/general.py:get_vm_command_line: run `command` (`shell`) in the desktop,
-    return its stdout (None when the server failed the request)."""
+async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: str) -> str | None:
+    """Run `command` (`shell`) in the desktop; one of its streams (None when the server failed)."""
     try:
         r = await ctx.client.execute(config["command"], shell=_truthy(config.get("shell", False)),
                                      timeout=float(config.get("timeout", 120)))
     except DesktopError as e:
-        ctx.notes.append(f"vm_command_line: {e}")
+        ctx.notes.append(f"{getter}: {e}")
         return None
-    return r.get("output")
+    return r.get(stream)
+
+
+async def vm_command_line(ctx: EvalContext, config: dict) -> str | None:
+    """Follows getters/general.py:get_vm_command_line: run `command` (`shell`) in the desktop,
+    return its stdout (None when the server failed the request)."""
+    return await _command_stream(ctx, config, "output", "vm_command_line")
 
 
 async def vm_command_error(ctx: EvalContext, config: dict) -> str | None:
     """Follows getters/general.py:get_vm_command_error: like vm_command_line, returns stderr."""
-    try:
-        r = await ctx.client.execute(config["command"], shell=_truthy(config.get("shell", False)),
-                                     timeout=float(config.get("timeout", 120)))
-    except DesktopError as e:
-        ctx.notes.append(f"vm_command_error: {e}")
-        return None
-    return r.get("error")
+    return await _command_stream(ctx, config, "error", "vm_command_error")
 
 
 async def vm_terminal_output(ctx: EvalContext, config: dict) -> str | None:
