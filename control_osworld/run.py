@@ -17,6 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from control_osworld.progress import progress_log
+
 
 class Pairing(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -95,20 +97,30 @@ def build_tasks(cfg: RunConfig) -> list:
 
 
 def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: bool = False) -> int:
-    from inspect_ai import eval_set
-
+    """Run the stages; progress lines also go to `<log_dir>/progress.log`."""
     cfg = RunConfig.load(config_path)
     out = Path(log_dir or cfg.log_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with progress_log(out / "progress.log"):
+        _stages(cfg, out, skip_agents)
+    return 0
+
+
+def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
+    from inspect_ai import eval_set
+
+    from control_osworld.eval_progress import agents_progress
+
     logs: list[str] = []
     if not skip_agents:
         tasks = build_tasks(cfg)
         print(f"[run] {len(tasks)} tasks ({', '.join(t.name for t in tasks)}) -> {out}", file=sys.stderr)
-        ok, eval_logs = eval_set(
-            tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
-            max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
-            fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
-        )
+        with agents_progress(tasks, out, cfg.epochs):
+            ok, eval_logs = eval_set(
+                tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
+                max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
+                fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
+            )
         logs = [l.location for l in eval_logs]
         if not ok:
             print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
@@ -133,4 +145,3 @@ def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: boo
 
         build_report(load_runs([runs_path]), load_scores([scores_path]), out / "report")
         print(f"[run] report in {out / 'report'}", file=sys.stderr)
-    return 0

@@ -9,11 +9,14 @@ the same inputs and seed.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
+
+from control_osworld.progress import StageProgress, active_log
 
 from . import hazards as hz
 from . import identifiability as idf
@@ -173,9 +176,20 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
         p.write_text(text, encoding="utf-8", newline="\n")
         written[name] = p
 
+    # Parts done as plain lines (the tables' cells get the bars); on stderr when it is not a
+    # terminal and progress was asked for or the main job keeps a progress log.
+    plain = progress is not False and not sys.stderr.isatty() and (progress is True or active_log() is not None)
+    with StageProgress("report", 6, "parts", bar=False, plain=plain) as p:
+        _build(runs, scores, out, opts, errors, codebooks, progress, plots_enabled, write, written, p.advance)
+    return written
+
+
+def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_enabled, write, written, step) -> None:
     unmatched = int((~scores["run_id"].isin(runs["run_id"])).sum())
     t3 = tables.table3(runs, scores, opts, progress)
+    step()
     t4 = tables.table4(runs, scores, opts, progress)
+    step()
     for name, df, per_step, title, label in (
         ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
         ("table4", t4, True, "Table 4: per-step monitors", "tab:per-step"),
@@ -189,6 +203,7 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
     write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors))
     steps_df.to_csv(out / "hazards.csv", index=False, float_format="%.6g", lineterminator="\n")
     written["hazards.csv"] = out / "hazards.csv"
+    step()
 
     rec, notes = idf.record_from_runs(runs, errors)
     sections = [("These runs", idf.audit_record(rec), notes)]
@@ -200,12 +215,14 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
         for ev in idf.load_codebook(cb):
             sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"] + ([f"source: {ev['source']}"] if ev.get("source") else [])))
     write("identifiability.md", idf.render_markdown(sections))
+    step()
 
     if plots_enabled:
         written.update(_plots(runs, scores, opts, out, fig))
+    step()
 
     write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written)))
-    return written
+    step()
 
 
 def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:

@@ -231,20 +231,18 @@ def _roc_name_map(opts):
 
 
 def _progress(total: int, label: str, enabled: bool | None):
-    """rich progress bar when stderr is a terminal (or when asked); a no-op otherwise."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
+    """`StageProgress`: a bar when stderr is a terminal (unless `enabled=False`); plain lines when
+    it is not and progress was asked for (`enabled=True`, or the main job's progress log)."""
+    from control_osworld.progress import StageProgress, active_log
+
+    tty = sys.stderr.isatty()
+    if enabled is False or not (tty or enabled or active_log() is not None):
         return contextlib.nullcontext(lambda n=1: None)
 
     @contextlib.contextmanager
     def bar():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=Console(stderr=True), transient=True) as p:
-            task = p.add_task(label, total=total)
-            yield lambda n=1: p.advance(task, n)
+        with StageProgress(label, total, "cells", bar=tty, plain=not tty) as p:
+            yield p.advance
 
     return bar()
 

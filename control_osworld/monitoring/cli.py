@@ -38,7 +38,7 @@ def read_logs(paths: list[Path]):
               help="Reply cache (default $XDG_CACHE_HOME/control-osworld/monitor-cache).")
 @click.option("--no-cache", is_flag=True, help="Ask the model again even when a reply is cached.")
 @click.option("--include-reasoning", is_flag=True, help="Also show monitors the agent's private reasoning (off by default).")
-@click.option("--progress/--no-progress", default=None, help="Progress on stderr (default: when it is a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines (done/total, rate, ETA) otherwise (default: on).")
 def monitor_command(logs, config_paths, inputs, all_subsets, model, store, concurrency, cache_dir, no_cache,
                     include_reasoning, progress) -> None:
     """Score stored LOGS (.eval files or folders) with monitors; rows go to the scores store.

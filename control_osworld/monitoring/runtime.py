@@ -8,7 +8,6 @@ as one batch. Already-scored keys are skipped, so an interrupted call resumes.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from control_osworld.progress import StageProgress
 from control_osworld.trajectory import RunRecord
 
 from . import learned as learned_mod
@@ -75,36 +75,11 @@ class _Writer:
         self.buffer, self.last = [], time.monotonic()
 
 
-class _Progress:
-    """rich on a terminal; plain lines every ~10% when asked for and stderr is not one."""
-
-    def __init__(self, total: int, enabled: bool | None):
-        tty = sys.stderr.isatty()
-        self.total, self.n, self.rich, self.plain = total, 0, None, bool(enabled) and not tty
-        self.next_line = 0.1
-        if total and tty and enabled is not False:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.rich = Progress(TextColumn("monitoring"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=False)
-            self.task = self.rich.add_task("monitoring", total=total)
-            self.rich.start()
-        elif self.plain and total:
-            print(f"monitoring: {total} views to score", file=sys.stderr, flush=True)
-
-    def advance(self, n: int = 1) -> None:
-        self.n += n
-        if self.rich:
-            self.rich.advance(self.task, n)
-        elif self.plain and self.total and self.n / self.total >= self.next_line:
-            print(f"monitoring: {self.n}/{self.total}", file=sys.stderr, flush=True)
-            while self.next_line <= self.n / self.total:
-                self.next_line += 0.1
-
-    def close(self) -> None:
-        if self.rich:
-            self.rich.stop()
+def _progress(total: int, enabled: bool | None) -> StageProgress:
+    """A bar on a terminal, plain lines otherwise; `enabled=False`: nothing on stderr (the main
+    job's progress log still gets its lines)."""
+    off = enabled is False
+    return StageProgress("monitors", total, "views", bar=False if off else None, plain=False if off else None)
 
 
 def _items(runs: list[RunRecord], configs: list[MonitorConfig], subsets: list[str]) -> list[_Item]:
@@ -164,7 +139,7 @@ async def score_runs_async(
     singles = [i for i in todo if i.config.name not in cross_names]
 
     writer = _Writer(st)
-    bar = _Progress(len(singles) + sum(map(len, batches.values())), progress)
+    bar = _progress(len(singles) + sum(map(len, batches.values())), progress)
     sem = asyncio.Semaphore(max(1, concurrency))
     judge = ModelJudge(ReplyCache(cache_dir, enabled=use_cache))
 
@@ -174,6 +149,8 @@ async def score_runs_async(
         if on_row:
             on_row(row)
         bar.advance()
+        if out.error is not None:
+            bar.error()
 
     async def one(item: _Item) -> None:
         async with sem:
