@@ -3,9 +3,17 @@
 
 Times the vectorised report tables (control_osworld.analysis.tables) on seeded synthetic
 data, then a plain loop of scikit-learn calls computing the same statistics on the same
-per-run scores and resample counts. The loop is timed on a few resamples per cell and
-extrapolated linearly to the full count (a full loop would take tens of minutes).
-The last line of output is one JSON object.
+per-run scores and resample counts, two ways:
+
+* measured: the loop in full (2000 resamples) on one cell (one monitor x one input subset
+  x one row group), against our engine on the same cell: ``speedup_measured``;
+* extrapolated: the loop over every cell, timed on a few resamples per cell and scaled
+  linearly to the full count (a full loop would take tens of minutes):
+  ``baseline_seconds_extrapolated`` and ``speedup_extrapolated``.
+
+Then the protocol curves (analysis.protocols: trusted monitoring, stop on suspicion, defer to
+trusted) for every monitor x subset x 30 audit budgets with the same resamples:
+``protocol_curves_seconds``. The last line of output is one JSON object.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 from sklearn.metrics import auc, roc_auc_score, roc_curve  # noqa: E402
 
+from control_osworld.analysis import protocols as P  # noqa: E402
 from control_osworld.analysis import tables as T  # noqa: E402
+from control_osworld.analysis.bootstrap import masked_roc_statistics, percentile_ci, resample_weights  # noqa: E402
 from control_osworld.analysis.synthetic import synthetic_dataset  # noqa: E402
 
 
@@ -73,6 +83,32 @@ def baseline(runs, scores, opts, per_cell_resamples, seed=0):
     return time.perf_counter() - t0, prep
 
 
+def one_cell(runs, scores, opts, seed=0):
+    """(loop seconds, engine seconds) on the first full-trajectory cell of the first row group,
+    both over all the resamples: the loop draws its own indices, the engine uses count weights."""
+    cells, mat = T.full_trajectory_scores(runs, scores)
+    _, _, honest, attack = T.row_groups(runs, opts.attacks)[0]
+    h_all, a_all = mat[0, honest], mat[0, attack]
+    h_all, a_all = h_all[~np.isnan(h_all)], a_all[~np.isnan(a_all)]
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    stats = []
+    for _ in range(opts.n_resamples):
+        h = h_all[rng.integers(0, h_all.size, h_all.size)]
+        a = a_all[rng.integers(0, a_all.size, a_all.size)]
+        stats.append(sklearn_cell(h, a, opts.fprs, opts.max_fpr))
+    np.quantile(np.asarray(stats), [0.025, 0.975], axis=0)
+    loop_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    wh = resample_weights(h_all.size, opts.n_resamples, np.random.default_rng(seed))
+    wa = resample_weights(a_all.size, opts.n_resamples, np.random.default_rng(seed + 1))
+    out = masked_roc_statistics(h_all, a_all, wh, wa, fprs=opts.fprs, max_fpr=opts.max_fpr)
+    for v in out.values():
+        percentile_ci(v, opts.level)
+    ours_s = time.perf_counter() - t0
+    return loop_s, ours_s, f"{cells[0][0]} / {cells[0][1]}, {h_all.size} honest + {a_all.size} attack runs"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10_000)
@@ -101,15 +137,31 @@ def main(argv=None):
     print(f"Table 4: {n4} cells x {args.resamples} resamples (+ caught-before-t*, per-step FPR) in {t4_s:.2f} s")
     print(f"tables total: {tables_s:.2f} s")
 
+    cell_loop_s, cell_ours_s, cell = one_cell(runs, scores, opts, args.seed)
+    speedup_measured = cell_loop_s / cell_ours_s
+    print(f"one cell ({cell}), {args.resamples} resamples: scikit-learn loop {cell_loop_s:.2f} s, "
+          f"ours {cell_ours_s:.3f} s: measured speedup {speedup_measured:.0f}x")
+
     loop_s, prep_s = baseline(runs, scores, opts, args.baseline_resamples, args.seed)
     factor = args.resamples / args.baseline_resamples
     baseline_s = prep_s + loop_s * factor
     print(f"baseline (plain loop of scikit-learn calls, same cells and data): timed {args.baseline_resamples} resamples "
           f"per cell in {loop_s:.2f} s, extrapolated linearly x{factor:g} to {args.resamples} resamples, "
-          f"plus {prep_s:.2f} s to build the per-run score matrices: {baseline_s:.1f} s")
+          f"plus {prep_s:.2f} s to build the per-run score matrices: {baseline_s:.1f} s (extrapolated)")
     speedup = baseline_s / tables_s
-    print(f"speedup: {speedup:.0f}x (targets: >= 50x and <= 10 s)")
-    print(json.dumps({"tables_seconds": round(tables_s, 3), "baseline_seconds": round(baseline_s, 1), "speedup": round(speedup, 1)}))
+    print(f"speedup (extrapolated baseline): {speedup:.0f}x (targets: >= 50x and <= 10 s)")
+
+    popts = P.ProtocolOptions(n_resamples=args.resamples, seed=args.seed)
+    t0 = time.perf_counter()
+    curves = P.protocol_table(runs, scores, popts, inclusive_for=lambda m: True)
+    proto_s = time.perf_counter() - t0
+    n_curves = curves.groupby(["untrusted_model", "monitor", "inputs"]).ngroups
+    print(f"protocol curves: {n_curves} monitor x subset x model curves x {len(popts.budgets)} audit budgets x "
+          f"3 protocols, {args.resamples} resamples, in {proto_s:.2f} s (target <= 10 s)")
+    print(json.dumps({"tables_seconds": round(tables_s, 3), "baseline_seconds_extrapolated": round(baseline_s, 1),
+                      "speedup_extrapolated": round(speedup, 1), "cell_baseline_seconds": round(cell_loop_s, 2),
+                      "cell_seconds": round(cell_ours_s, 4), "speedup_measured": round(speedup_measured, 1),
+                      "protocol_curves_seconds": round(proto_s, 3)}))
 
 
 if __name__ == "__main__":

@@ -330,6 +330,12 @@ def per_step_scores(runs: pd.DataFrame, scores: pd.DataFrame, opts: DetectionOpt
     return _table4_inputs(runs, scores, opts)[:2]
 
 
+def per_step_rows(runs: pd.DataFrame, scores: pd.DataFrame):
+    """(cells, cell code, run index, step, score) of every per-step score row matched to a run."""
+    rows = _Rows(runs, scores, "per_step")
+    return rows.cells, rows.codes, rows.run, rows.step, rows.score
+
+
 def table4(runs: pd.DataFrame, scores: pd.DataFrame, opts: DetectionOptions = DetectionOptions(), progress=None) -> pd.DataFrame:
     """Table 4: per-step monitors, plus caught-before-t* and per-step vs per-run FPR."""
     cells, agg, perstep = _table4_inputs(runs, scores, opts)
