@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,15 @@ def require(condition: bool, why: str) -> None:
         if IN_CI:
             pytest.fail(f"prerequisite missing under CI: {why}")
         pytest.skip(why)
+
+
+def console_script(name: str) -> str:
+    """The console script `name` (control-osworld, inspect, control-arena) of the interpreter
+    running the tests (the project's .venv under the README's test command), never whichever
+    one happens to come first on PATH."""
+    path = Path(sys.executable).parent / name
+    require(path.exists(), f"{name} is not installed next to {sys.executable} (run scripts/install.sh)")
+    return str(path)
 
 
 def pytest_sessionfinish(session, exitstatus):

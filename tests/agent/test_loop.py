@@ -20,7 +20,7 @@ from control_osworld.catalogue import Catalogue
 from control_osworld.agent.scripted import build_plan
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.task import osworld_control
-from tests.conftest import require
+from tests.conftest import console_script, require
 from tests.desktop.conftest import local_ready
 
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
@@ -162,7 +162,7 @@ report: false
 
 def test_control_arena_eval_single_runs_the_setting(tmp_path):
     out = subprocess.run(
-        ["control-arena", "eval", "single", "--setting", "osworld_control",
+        [console_script("control-arena"), "eval", "single", "--setting", "osworld_control",
          "--setting.tasks_dir", DIRS["tasks_dir"], "--setting.side_tasks_dir", DIRS["side_tasks_dir"],
          "--scaffold", "desktop_scaffold", "--micro-protocol", "osworld_policy",
          "--untrusted-model", "scripted/attack-blatant", "--trusted-model", "scripted/oracle",

@@ -15,7 +15,7 @@ from PIL import Image
 from control_osworld.desktop import DesktopClient, DesktopError, DesktopSpec, get_provider
 from control_osworld.desktop.local import processes_in
 
-from tests.conftest import require
+from tests.conftest import console_script, require
 from tests.desktop.conftest import local_ready
 from tests.desktop.flow import editor_flow
 
@@ -258,7 +258,8 @@ def test_cli_desktop_up_shot_do_down(tmp_path):
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
 
     def cli(*args):
-        return subprocess.run(["control-osworld", "desktop", *args, "--name", "t"], capture_output=True, text=True,
+        return subprocess.run([console_script("control-osworld"), "desktop", *args, "--name", "t"],
+                              capture_output=True, text=True,
                               env=env, timeout=120, cwd=tmp_path)
 
     up = cli("up", "--width", "1280", "--height", "800")

@@ -1,0 +1,44 @@
+"""The README's two set-up commands are what CI and the newcomer check run, verbatim."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_setup_commands() -> list[str]:
+    """The command lines of the fenced block under the README's "## Two commands"."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("## Two commands", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+def test_readme_has_the_two_commands_install_then_run():
+    main_job, tests = readme_setup_commands()
+    assert main_job.startswith("bash scripts/install.sh && ")
+    assert tests.startswith("bash scripts/install.sh --docker && ")
+    for cmd in (main_job, tests):
+        program = shlex.split(cmd.split("&&", 1)[1])[0]
+        # The project's own environment, named in the command itself: no activation step, and
+        # never the system's python3 (externally managed on Debian/Ubuntu).
+        assert program.startswith(".venv/bin/"), cmd
+
+
+def test_ci_runs_the_readmes_test_command():
+    _, tests = readme_setup_commands()
+    install, test_cmd = (part.strip() for part in tests.split("&&", 1))
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    assert install in ci
+    runs = [line for line in ci if line.startswith(test_cmd)]
+    assert runs and all(flag.startswith("-") for flag in shlex.split(runs[0][len(test_cmd):])), ci
+    assert ci.index(install) < ci.index(runs[0])
+
+
+def test_the_checkouts_venv_is_not_committed():
+    assert ".venv/" in (REPO / ".gitignore").read_text().split()
+
