@@ -42,3 +42,20 @@ def test_ci_runs_the_readmes_test_command():
 def test_the_checkouts_venv_is_not_committed():
     assert ".venv/" in (REPO / ".gitignore").read_text().split()
 
+
+
+def test_newcomer_check_runs_the_readmes_commands_with_a_small_config():
+    import subprocess
+
+    from control_osworld.run import RunConfig
+
+    out = subprocess.run(["bash", str(REPO / "scripts" / "newcomer_check.sh"), "--print-commands"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    main_job, tests = readme_setup_commands()
+    assert out.stdout.splitlines() == [main_job.replace("configs/offline.yaml", "configs/newcomer.yaml"), tests]
+    cfg = RunConfig.load(REPO / "configs" / "newcomer.yaml")
+    offline = RunConfig.load(REPO / "configs" / "offline.yaml")
+    assert cfg.main_tasks and cfg.provider == offline.provider and cfg.report
+    known = {p.stem for p in (REPO / "tasks").rglob("*.json")}
+    assert set(cfg.main_tasks) <= known
