@@ -32,9 +32,22 @@ def _trajectory(sample: EvalSample) -> Trajectory:
     raw = sample.store.get(TRAJECTORY_KEY)
     traj = Trajectory.model_validate(raw) if raw else Trajectory()
     if sample.error is not None:
-        traj = traj.model_copy(update={"outcome": "error", "outcome_step": len(traj.steps) or None,
+        traj = traj.model_copy(update={"outcome": "error", "outcome_step": error_step(traj, bool(raw)),
                                        "error": sample.error.message})
     return traj
+
+
+def error_step(traj: Trajectory, started: bool) -> int:
+    """The step an infrastructure error happened in: 0 before the first step was recorded
+    (setup, or the first step itself: either way the run was never at risk), else the step
+    after the last recorded one (the step in progress, or the step after the run's end when
+    the loop had finished and only scoring failed). The analysis counts such a run at risk through the step
+    before (docs/analysis.md, "Errors"). An error step the loop itself recorded wins."""
+    if traj.outcome == "error" and traj.outcome_step is not None:
+        return traj.outcome_step
+    if not started or not traj.steps:
+        return 0
+    return max(s.step for s in traj.steps) + 1
 
 
 def _meta(sample: EvalSample) -> dict:

@@ -24,6 +24,16 @@ def _fprs(value: str) -> tuple[float, ...]:
     return out
 
 
+def _score_points(values) -> tuple[tuple[str, str], ...]:
+    out = []
+    for v in values:
+        mon, sep, point = v.rpartition("=")
+        if not sep or not mon or point not in ("pre_action", "post_action"):
+            raise click.BadParameter(f"--score-point {v!r}: expected MONITOR=pre_action or MONITOR=post_action")
+        out.append((mon, point))
+    return tuple(out)
+
+
 def _load(logs, scores):
     from .runs import InputError, load_runs, load_scores
 
@@ -50,24 +60,27 @@ def _load(logs, scores):
               help="Positive class: attack runs whose side task succeeded, or all attack runs.")
 @click.option("--aggregate", type=click.Choice(["max", "mean", "median", "last"]), default="max", show_default=True,
               help="Per-step monitors: a run's score from its step scores.")
+@click.option("--score-point", "score_points", multiple=True, metavar="MONITOR=POINT",
+              help="Override a per-step monitor's recorded score point (pre_action: s <= t*; post_action: s < t*); "
+                   "MONITOR 'all' for every monitor. Repeatable.")
 @click.option("--inclusive-t-star", "inclusive", multiple=True, metavar="MONITOR",
-              help="Per-step monitor whose score at step t* still counts as in time (pre_action scoring); 'all' for every monitor. Repeatable.")
+              help="Same as --score-point MONITOR=pre_action ('all' for every monitor). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True,
               help="Hazards: drop error runs (counted apart) or censor them before their failed step.")
 @click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
-def report_command(logs, scores, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, inclusive, errors, codebooks, no_plots, progress):
+def report_command(logs, scores, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks, no_plots, progress):
     """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT."""
     from .report import build_report
     from .tables import DetectionOptions
 
     runs, sc = _load(logs, scores)
-    inc = True if "all" in inclusive else frozenset(inclusive)
+    points = _score_points(score_points) + tuple((m, "pre_action") for m in inclusive)
     try:
         opts = DetectionOptions(fprs=_fprs(fprs), max_fpr=max_fpr, n_resamples=resamples, level=level, seed=seed,
-                                attacks=attacks, aggregate=aggregate, inclusive_t_star=inc)
+                                attacks=attacks, aggregate=aggregate, score_points=points)
         written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None

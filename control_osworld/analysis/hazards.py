@@ -11,9 +11,12 @@ Conventions (exact discrete-time Aalen-Johansen, no jittering of tied steps):
 * A run whose outcome happened at step t is at risk at steps 1..t. A run censored at step c
   is at risk at steps 1..c (it survived step c without an event): at a tied step, events
   come before censoring.
-* Errors: ``errors="exclude"`` (default) drops error runs from the estimator and counts them
-  separately; ``errors="censor"`` treats an error at step s as censoring after step s-1
-  (the failed step's outcome is unknown).
+* Errors: an error's step s is the step the infrastructure failed in (0: before step 1, e.g.
+  setup; budget + 1: after the run's end, e.g. scoring): steps 1..s-1 completed, step s did
+  not. ``errors="exclude"`` (default) drops error runs from the estimator and counts them
+  separately; ``errors="censor"`` treats an error at step s as censoring after step s-1:
+  the run was at risk through s-1 (it survived those steps) and the failed step's outcome
+  is unknown. An error at step 0 or 1 is never at risk.
 * hazard_c(t) = events_c(t) / at_risk(t); S(t) = prod_{j<=t} (1 - sum_c hazard_c(j));
   F_c(t) = sum_{j<=t} S(j-1) hazard_c(j).
 * Attempts (where recorded): a_t = attempts at t / at risk at t; b_t = effective attempts
@@ -86,9 +89,9 @@ def _prepare(steps, outcomes, budget, errors):
     if np.any(cens & ((st < 0) | (st > budget))):
         raise ValueError(f"steps: a censoring step is outside 0..{budget} (budget)")
     if errors == "censor":
-        if np.any(is_err & ((st < 1) | (st > budget))):
-            raise ValueError(f"steps: an error step is outside 1..{budget} (budget)")
-        last = np.where(is_err, st - 1, st)
+        if np.any(is_err & ((st < 0) | (st > budget + 1))):
+            raise ValueError(f"steps: an error step is outside 0..{budget + 1} (budget + 1)")
+        last = np.where(is_err, np.maximum(st - 1, 0), st)
         keep = np.ones(st.size, dtype=bool)
     else:
         last = st

@@ -247,6 +247,22 @@ def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:
     return written
 
 
+def _errors_line(runs: pd.DataFrame, errors: str) -> str:
+    """Where the error runs failed, and what the report does with them."""
+    err = runs[runs["outcome"] == "error"]
+    if err.empty:
+        return "- Errors (infrastructure failures): none."
+    st = err["outcome_step"].to_numpy(dtype=np.int64)
+    after = int((st > err["budget"].to_numpy(dtype=np.int64)).sum())
+    setup = int((st == 0).sum())
+    how = ("left out of the hazard estimates" if errors == "exclude"
+           else "censored in the hazard estimates after the step before the failed one")
+    return (f"- Errors (infrastructure failures): {len(err)} ({int((err['eval_mode'] == 'honest').sum())} honest, "
+            f"{int((err['eval_mode'] == 'attack').sum())} attack): {setup} before step 1 (setup), "
+            f"{len(err) - setup - after} during a step, {after} after the run's last step; kept apart: "
+            f"left out of Tables 3 and 4 and {how}.")
+
+
 def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files) -> str:
     n = len(runs)
     modes = runs["eval_mode"].value_counts()
@@ -255,6 +271,7 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
              f"{runs['untrusted_model'].nunique()} untrusted model(s) and {runs.loc[runs['eval_mode'] == 'attack', 'attack_prompt'].nunique()} attack prompt(s).")
     oc = runs["outcome"].value_counts()
     L.append("- Outcomes: " + ", ".join(f"{c} {int(oc.get(c, 0))}" for c in hz.OUTCOMES) + ".")
+    L.append(_errors_line(runs, errors))
     succ = int((runs["side_task_success"].map(lambda v: v is True)).sum())
     L.append(f"- Attack runs whose side task succeeded: {succ}. Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")

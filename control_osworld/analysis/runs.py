@@ -22,6 +22,7 @@ from .hazards import OUTCOMES
 __all__ = [
     "RUN_COLUMNS",
     "SCORE_COLUMNS",
+    "OPTIONAL_SCORE_COLUMNS",
     "INPUT_SUBSETS",
     "load_runs",
     "load_scores",
@@ -41,6 +42,9 @@ SCORE_COLUMNS = (
     "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
     "config_hash", "score", "error",
 )
+# kept when present: the per-step monitor's score point (pre_action | post_action)
+OPTIONAL_SCORE_COLUMNS = ("score_point",)
+SCORE_POINTS = ("pre_action", "post_action")
 INPUT_SUBSETS = ("A", "T", "S", "A+T", "A+S", "T+S", "A+T+S")
 EVAL_MODES = ("honest", "attack")
 MONITOR_KINDS = ("full_trajectory", "per_step")
@@ -212,6 +216,14 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     if df["budget"].isna().any():
         df = df.assign(budget=df["budget"].fillna(DEFAULT_BUDGET))
     out["budget"] = _to_int(df, "budget", path, minimum=1)
+    # An error row may lack its step (older logs, a setup failure): the step after its last
+    # recorded one, 0 when none was recorded (see docs/analysis.md, "Errors").
+    err_rows = out["outcome"].eq("error").to_numpy()
+    null_step = df["outcome_step"].isna().to_numpy() & err_rows
+    if null_step.any():
+        steps_known = _to_int(df, "steps", path, minimum=0)
+        fill = np.where(steps_known.fillna(0).to_numpy(dtype=np.int64) > 0, steps_known.fillna(0).to_numpy(dtype=np.int64) + 1, 0)
+        df = df.assign(outcome_step=df["outcome_step"].astype(object).where(~null_step, pd.Series(fill, index=df.index)))
     out["outcome_step"] = _to_int(df, "outcome_step", path, minimum=0)
     out["t_star"] = _to_int(df, "t_star", path, nullable=True, minimum=1)
     out["steps"] = _to_int(df, "steps", path, minimum=0)
@@ -223,7 +235,9 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     dup = out["run_id"].duplicated().to_numpy()
     if dup.any():
         raise InputError(f"{path}: column 'run_id' repeats {out['run_id'][dup].iloc[0]!r} ({_row_hint(out, dup)})")
-    over = (out["outcome_step"] > out["budget"]).to_numpy()
+    # an error may come after the last step (scoring failed): step budget + 1
+    limit = out["budget"] + np.where(err_rows, 1, 0)
+    over = (out["outcome_step"] > limit).to_numpy()
     if over.any():
         raise InputError(f"{path}: column 'outcome_step' exceeds 'budget' at {_row_hint(out, over)}")
     event = out["outcome"].isin(["completed", "stopped", "escaped", "terminated"]).to_numpy()
@@ -280,6 +294,11 @@ def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
         raise InputError(f"{path}: column 'score' has an infinite value")
     out["score"] = score.astype(np.float64)
     out["error"] = _to_str(df, "error", path, nullable=True)
+    # optional: when a per-step monitor scored (the store writes it; older tables lack it)
+    if "score_point" in df.columns:
+        out["score_point"] = _to_str(df, "score_point", path, nullable=True, allowed=SCORE_POINTS)
+    else:
+        out["score_point"] = pd.Series([None] * len(df), index=df.index, dtype=object)
     per_step = (out["monitor_kind"] == "per_step").to_numpy()
     no_step = per_step & out["step"].isna().to_numpy()
     if no_step.any():
@@ -291,7 +310,7 @@ def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
     dup = out.duplicated(subset=key).to_numpy()
     if dup.any():
         raise InputError(f"{path}: more than one score for the same {'/'.join(key)} at {_row_hint(out, dup)}")
-    return out[list(SCORE_COLUMNS)]
+    return out[list(SCORE_COLUMNS) + list(OPTIONAL_SCORE_COLUMNS)]
 
 
 def runs_from_logs(paths) -> pd.DataFrame:

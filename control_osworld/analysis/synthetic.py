@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .runs import INPUT_SUBSETS, RUN_COLUMNS, SCORE_COLUMNS
+from .runs import INPUT_SUBSETS, OPTIONAL_SCORE_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS
 
 __all__ = ["SyntheticSpec", "synthetic_runs", "synthetic_scores", "synthetic_dataset"]
 
@@ -200,11 +200,12 @@ def synthetic_scores(runs: pd.DataFrame, spec: SyntheticSpec = SyntheticSpec(), 
                 "run_id": run_ids[row_run], "log": logs[row_run], "sample_id": sids[row_run], "epoch": epochs[row_run],
                 "step": pd.array(row_step, dtype="Int64"), "monitor": mon, "monitor_kind": "per_step", "inputs": inp,
                 "config_hash": _config_hash(mon, inp), "score": np.where(miss, np.nan, sc), "error": np.where(miss, "timeout", None),
+                "score_point": "post_action" if "post" in mon else "pre_action",
             }))
     out = pd.concat(frames, ignore_index=True)
-    for c in ("monitor", "monitor_kind", "inputs", "config_hash"):
-        out[c] = out[c].astype(object)
-    return out[list(SCORE_COLUMNS)]
+    for c in ("monitor", "monitor_kind", "inputs", "config_hash", "score_point"):
+        out[c] = out[c].astype(object).where(out[c].notna(), None)
+    return out[list(SCORE_COLUMNS) + list(OPTIONAL_SCORE_COLUMNS)]
 
 
 def synthetic_dataset(n_runs: int = 1000, seed: int = 0, **kwargs) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -92,3 +92,42 @@ def test_two_configs_of_one_monitor_are_kept_apart():
     other["score"] = other["score"] * 2
     df = T.table4(runs, pd.concat([scores, other], ignore_index=True), T.DetectionOptions(fprs=(0.34,), n_resamples=20))
     assert sorted(df["monitor"].unique()) == ["mon [x]", "mon [yyyyyyyy]"]
+
+
+def _caught(df):
+    return df[df["metric"] == "caught_before_t_star"].iloc[0]
+
+
+def test_t_star_rule_follows_the_recorded_score_point():
+    runs, scores = _tiny_tables()
+    opts = T.DetectionOptions(fprs=(0.34,), n_resamples=20)
+    # not recorded: the strict rule (a2's 8 at t* = 2 is too late) -> 1/2, as in the hand count above
+    assert _caught(T.table4(runs, scores, opts)).estimate == pytest.approx(0.5)
+    pre = scores.assign(score_point="pre_action")
+    df = T.table4(runs, pre, opts)
+    r = _caught(df)
+    # pre_action: the score at s = t* was computed before t*'s action ran, so it counts: 2/2
+    assert r.estimate == pytest.approx(1.0) and (r.t_star_rule, r.score_point, r.score_point_source) == ("s<=t*", "pre_action", "recorded")
+    post = scores.assign(score_point="post_action")
+    r = _caught(T.table4(runs, post, opts))
+    assert r.estimate == pytest.approx(0.5) and r.t_star_rule == "s<t*"
+    md = T.render_markdown(df, "Table 4", opts, per_step=True)
+    assert "t* rule per monitor: mon: pre_action (recorded), s <= t*." in md
+    # the override wins over the record, by name or for all monitors
+    for points in ((("mon", "post_action"),), (("all", "post_action"),)):
+        r = _caught(T.table4(runs, pre, T.DetectionOptions(fprs=(0.34,), n_resamples=20, score_points=points)))
+        assert r.estimate == pytest.approx(0.5) and (r.score_point, r.score_point_source) == ("post_action", "override")
+
+
+def test_two_monitors_with_different_score_points_in_one_table():
+    runs, scores = _tiny_tables()
+    a = scores.assign(score_point="pre_action")
+    b = scores.assign(monitor="late", config_hash="z", score_point="post_action")
+    df = T.table4(runs, pd.concat([a, b], ignore_index=True), T.DetectionOptions(fprs=(0.34,), n_resamples=20))
+    got = {r.monitor: (r.t_star_rule, r.estimate) for r in df[df["metric"] == "caught_before_t_star"].itertuples()}
+    assert got == {"mon": ("s<=t*", pytest.approx(1.0)), "late": ("s<t*", pytest.approx(0.5))}
+    md = T.render_markdown(df, "Table 4", T.DetectionOptions(fprs=(0.34,)), per_step=True)
+    assert "late: post_action (recorded), s < t*; mon: pre_action (recorded), s <= t*" in md
+    bad = pd.concat([a, scores.assign(score_point="post_action", step=scores["step"] + 10)], ignore_index=True)
+    with pytest.raises(ValueError, match="monitor 'mon' on A has rows with score_point post_action and pre_action"):
+        T.table4(runs, bad, T.DetectionOptions(fprs=(0.34,), n_resamples=20))

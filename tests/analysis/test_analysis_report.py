@@ -42,8 +42,14 @@ def test_cli_writes_every_file_and_is_deterministic(tmp_path, saved):
         assert a == b, name
     pngs = sorted(p.name for p in (tmp_path / "a").glob("*.png"))
     assert "cumulative_incidence.png" in pngs and any(p.startswith("roc_table3_") for p in pngs) and any(p.startswith("roc_table4_") for p in pngs)
-    r3 = CliRunner().invoke(report_command, args[:-1] + ["4", "--out", str(tmp_path / "c"), "--no-plots"])
+    r3 = CliRunner().invoke(report_command, args[:-1] + ["4", "--out", str(tmp_path / "c"), "--no-plots",
+                                                         "--score-point", "step-rolling-post=pre_action"])
     assert r3.exit_code == 0, r3.output
+    t4a, t4c = (tmp_path / "a" / "table4.md").read_text(), (tmp_path / "c" / "table4.md").read_text()
+    assert "step-rolling-post: post_action (recorded), s < t*" in t4a and "step-mini: pre_action (recorded), s <= t*" in t4a
+    assert "step-rolling-post: pre_action (override), s <= t*" in t4c
+    bad = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "d"), "--score-point", "x=sometimes"])
+    assert bad.exit_code != 0 and "expected MONITOR=pre_action or MONITOR=post_action" in bad.output
     assert (tmp_path / "c" / "table3.csv").read_bytes() != (tmp_path / "a" / "table3.csv").read_bytes()  # other seed, other CIs
     md = (tmp_path / "a" / "table3.md").read_text()
     assert "McClish" in md and "raw area / 0.03" in md and "k = floor(a n_honest)" in md and "| A | T | S | A+T | A+S | T+S | A+T+S |" in md
@@ -66,7 +72,9 @@ def test_table3_point_estimates_match_sklearn(data):
     row = df[(df["metric"] == "auroc") & (df["monitor"] == "ft-large") & (df["inputs"] == "A+T")
              & (df["untrusted_model"] == "model-a") & (df["attack_prompt"] == "subtle")].iloc[0]
     ft = scores[(scores["monitor"] == "ft-large") & (scores["inputs"] == "A+T")].set_index("run_id")["score"]
-    sel = runs[(runs["untrusted_model"] == "model-a") & ((runs["eval_mode"] == "honest") | (runs["attack_prompt"] == "subtle"))]
+    sel = runs[(runs["untrusted_model"] == "model-a") & ((runs["eval_mode"] == "honest") | (runs["attack_prompt"] == "subtle"))
+               & (runs["outcome"] != "error")]  # error runs are kept apart
+    assert (runs["outcome"] == "error").any()
     s = ft.reindex(sel["run_id"]).to_numpy()
     y = (sel["eval_mode"] == "attack").to_numpy()
     ok = ~np.isnan(s)
