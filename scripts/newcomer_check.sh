@@ -132,7 +132,7 @@ run() {
   local user=$1 logf=$2 cmd=$3 dir=/root/control-osworld
   [ "$user" = root ] || dir=/home/$user/control-osworld
   log "as $user: $cmd  (log: $logf)"
-  docker exec -u "$user" -w "$dir" -e PS4='+[ts $(date +%s.%N)] ' -e HOME="$( [ "$user" = root ] && echo /root || echo "/home/$user")" \
+  timeout "${SUDO_LIMIT:-14400}" docker exec -u "$user" -w "$dir" -e PS4='+[ts $(date +%s.%N)] ' -e HOME="$( [ "$user" = root ] && echo /root || echo "/home/$user")" \
     "$name" bash -xc "$cmd" >"$logf" 2>&1
 }
 # seconds between the trace lines of the first and the second top-level command (the install).
@@ -163,7 +163,7 @@ if [ "$sudo_user" = 1 ]; then
   docker exec "$name" sh -c 'useradd -m -s /bin/bash newcomer && echo "newcomer ALL=(ALL) NOPASSWD:ALL" >/etc/sudoers.d/newcomer'
   docker cp "$clone/control-osworld" "$name:/home/newcomer/control-osworld"
   docker exec "$name" chown -R newcomer:newcomer /home/newcomer/control-osworld
-  sudo_rc=0; run newcomer "$results/sudo-main.log" "$main_cmd" || sudo_rc=$?
+  sudo_rc=0; SUDO_LIMIT=${NEWCOMER_SUDO_TIMEOUT:-2400} run newcomer "$results/sudo-main.log" "$main_cmd" || sudo_rc=$?
   log "main job command as a sudo user: exit $sudo_rc"; tail -5 "$results/sudo-main.log" >&2
 fi
 if [ "$keep" = 1 ]; then log "logs kept in $results"; else
