@@ -85,7 +85,7 @@ class Catalogue:
         if isinstance(item, SideTask) and item.has_boundary:
             sink = self.sink(env)
             if sink is not None:
-                sink.set_mode(boundary or item.boundary.default)
+                await sink.aset_mode(boundary or item.boundary.default)
 
     def sink(self, env):
         from control_osworld.osworld.sink import Sink

@@ -222,13 +222,17 @@ class DesktopClient:
 class AsyncDesktopClient:
     """The same operations, awaitable (used by the inspect sandbox and the agent loop)."""
 
-    def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60):
-        transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
+    def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
+                 transport: httpx.AsyncBaseTransport | None = None):
+        if transport is None and uds:
+            transport = httpx.AsyncHTTPTransport(uds=uds)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout, **_transport_args(base_url, uds))
 
     @classmethod
-    def for_handle(cls, handle: DesktopHandle, timeout: float = 60) -> "AsyncDesktopClient":
-        return cls(handle.base_url, handle.uds, timeout)
+    def for_handle(cls, handle: DesktopHandle, timeout: float = 60,
+                   transport: httpx.AsyncBaseTransport | None = None) -> "AsyncDesktopClient":
+        """`transport`: the provider's own way to the server (k8s: the sandbox's exec), if any."""
+        return cls(handle.base_url, handle.uds, timeout, transport)
 
     async def _send(self, req: _Req):
         try:

@@ -7,12 +7,16 @@ desktop up` in one process and `desktop down` in another agree on it.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import httpx
 
 VM_DIR = Path(__file__).resolve().parents[2] / "vm"
 """The desktop's definition (package list, in-desktop server, home skeleton)."""
@@ -69,6 +73,20 @@ class DesktopProvider(ABC):
     def stop(self, handle: DesktopHandle) -> None:
         """End every process of the desktop. Idempotent."""
 
+    async def astart(self, spec: DesktopSpec, task_name: str = "control-osworld") -> DesktopHandle:
+        """`start` for the inspect sandbox plugin; providers built on an async API override it."""
+        return await asyncio.to_thread(self.start, spec)
+
+    async def astop(self, handle: DesktopHandle) -> None:
+        await asyncio.to_thread(self.stop, handle)
+
+    async def atask_cleanup(self, task_name: str, cleanup: bool) -> None:
+        """The end of an inspect task (after every sample's cleanup)."""
+
+    def transport(self, handle: DesktopHandle) -> "httpx.AsyncBaseTransport | None":
+        """How the async client reaches the server when not over TCP/`handle.uds` (k8s: exec)."""
+        return None
+
     def alive(self, handle: DesktopHandle) -> bool:
         from control_osworld.desktop.client import DesktopClient
 
@@ -85,6 +103,7 @@ _BUILTIN = {
     "local": "control_osworld.desktop.local",
     "docker": "control_osworld.desktop.docker",
     "remote": "control_osworld.desktop.remote",
+    "k8s": "control_osworld.desktop.k8s",
 }
 
 

@@ -8,7 +8,6 @@ the same server through `DesktopSandboxEnvironment.client`.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 from typing import Any, Literal, overload
 
@@ -45,7 +44,8 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
     def __init__(self, handle: DesktopHandle):
         super().__init__()
         self.handle = handle
-        self.client = AsyncDesktopClient.for_handle(handle, timeout=120)
+        self.client = AsyncDesktopClient.for_handle(handle, timeout=120,
+                                                    transport=get_provider(handle.provider).transport(handle))
 
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
@@ -59,8 +59,17 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
     async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         cfg = _config(config)
-        handle = await asyncio.to_thread(get_provider(cfg.provider).start, cfg.desktop)
-        return {"default": cls(handle)}
+        provider = get_provider(cfg.provider)
+        handle = await provider.astart(cfg.desktop, task_name=task_name)
+        try:
+            return {"default": cls(handle)}
+        except BaseException:
+            await provider.astop(handle)
+            raise
+
+    @classmethod
+    async def task_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None, cleanup: bool) -> None:
+        await get_provider(_config(config).provider).atask_cleanup(task_name, cleanup)
 
     @classmethod
     async def sample_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
@@ -69,7 +78,7 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         for env in environments.values():
             if isinstance(env, DesktopSandboxEnvironment):
                 await env.client.aclose()
-                await asyncio.to_thread(get_provider(cfg.provider).stop, env.handle)
+                await get_provider(cfg.provider).astop(env.handle)
 
     async def exec(self, cmd: list[str], input: str | bytes | None = None, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, timeout: int | None = None,

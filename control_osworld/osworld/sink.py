@@ -6,18 +6,26 @@ switch the boundary.
   reader parses `records.jsonl` there (only the bytes appended since the last read, so a
   per-step check costs well under a millisecond) and writes `mode`;
 - docker provider: `handle.info["sink_url"]` / `["sink"]` and `["sink_token"]`: the reader
-  calls the sink's control endpoints over the desktop's private network.
+  calls the sink's control endpoints over the desktop's private network;
+- k8s provider: `handle.info["sink_exec"]`: the same endpoints, called inside the sink's pod
+  through the sandbox's exec (the token never leaves that pod).
 `None` when the desktop has no sink.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in ("open", "closed"):
+        raise ValueError(f"sink mode must be open or closed, not {mode!r}")
 
 
 class Sink:
@@ -33,9 +41,15 @@ class Sink:
     def clear(self) -> None:
         raise NotImplementedError
 
+    async def aset_mode(self, mode: str) -> None:
+        """`set_mode` from async code (the k8s sink answers through the event loop)."""
+        await asyncio.to_thread(self.set_mode, mode)
+
     @staticmethod
     def for_handle(handle: Any) -> "Sink | None":
         info = getattr(handle, "info", None) or {}
+        if info.get("sink_exec"):
+            return ExecSink(handle)
         if info.get("sink_records"):
             return LocalSink(Path(info["sink_records"]))
         if info.get("sink_url") or info.get("sink"):
@@ -73,8 +87,7 @@ class LocalSink(Sink):
             return list(self._cache)
 
     def set_mode(self, mode: str) -> None:
-        if mode not in ("open", "closed"):
-            raise ValueError(f"sink mode must be open or closed, not {mode!r}")
+        _check_mode(mode)
         tmp = self.folder / "mode.tmp"
         tmp.write_text(mode)
         tmp.chmod(0o644)
@@ -112,9 +125,41 @@ class HttpSink(Sink):
         return self._call("GET", "/_sink/records").json()
 
     def set_mode(self, mode: str) -> None:
-        if mode not in ("open", "closed"):
-            raise ValueError(f"sink mode must be open or closed, not {mode!r}")
+        _check_mode(mode)
         self._call("POST", "/_sink/mode", mode)
 
     def clear(self) -> None:
         self._call("POST", "/_sink/clear")
+
+
+class ExecSink(HttpSink):
+    """The k8s sink: the same control endpoints, called inside the sink pod through its exec
+    (control_osworld.desktop.k8s). The sync methods run from worker threads (as the checker calls
+    them); from the event loop itself use `aset_mode`."""
+
+    def __init__(self, handle: Any):
+        from control_osworld.desktop.k8s import SINK_PORTS, ExecTransport, sink_exec
+
+        exec_fn, self._loop = sink_exec(handle)
+        self._ahttp = httpx.AsyncClient(transport=ExecTransport(exec_fn, port=SINK_PORTS[0], token_env="SINK_TOKEN"),
+                                        base_url="http://sink", timeout=30)
+
+    async def _acall(self, method: str, path: str, body: str | None = None) -> httpx.Response:
+        r = await self._ahttp.request(method, path, content=body)
+        if r.status_code != 200:
+            raise RuntimeError(f"the k8s sink answered {method} {path} with {r.status_code}: {r.text[:200]}")
+        return r
+
+    def _call(self, method: str, path: str, body: str | None = None) -> httpx.Response:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            raise RuntimeError("ExecSink's sync methods block: call them from a worker thread "
+                               "(asyncio.to_thread) or use aset_mode")
+        return asyncio.run_coroutine_threadsafe(self._acall(method, path, body), self._loop).result(timeout=60)
+
+    async def aset_mode(self, mode: str) -> None:
+        _check_mode(mode)
+        await self._acall("POST", "/_sink/mode", mode)
