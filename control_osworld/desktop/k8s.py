@@ -165,7 +165,7 @@ class ExecTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         timeout = (request.extensions.get("timeout") or {}).get("read") or 60
         q = {"method": request.method, "path": request.url.raw_path.decode("ascii"), "port": self.port,
-             "headers": {k: v for k, v in request.headers.items() if k.lower() not in ("host", "connection")},
+             "headers": {k: v for k, v in request.headers.items() if k.lower() not in ("host", "connection", "accept-encoding")},
              "body": base64.b64encode(body).decode("ascii"), "timeout": timeout, "token_env": self.token_env}
         try:
             r = await self._exec([RELAY_PYTHON, "-c", RELAY], input=json.dumps(q), timeout=int(timeout) + 15)
