@@ -96,8 +96,21 @@ def build_tasks(cfg: RunConfig) -> list:
     return tasks
 
 
+def _family(path: str | Path) -> str:
+    """`family:` of a run config (control when absent); dilemma configs have their own schema."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return "control"  # RunConfig.load reports it
+    return str(raw.get("family", "control")) if isinstance(raw, dict) else "control"
+
+
 def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: bool = False) -> int:
     """Run the stages; progress lines also go to `<log_dir>/progress.log`."""
+    if _family(config_path) == "proactivity":
+        from control_osworld.proactivity.run import run as run_dilemmas
+
+        return run_dilemmas(config_path, log_dir=log_dir, skip_agents=skip_agents)
     cfg = RunConfig.load(config_path)
     out = Path(log_dir or cfg.log_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -46,10 +46,12 @@ def _load(logs, scores):
 
 
 @click.command("report")
-@click.option("--logs", "logs", multiple=True, required=True, type=click.Path(exists=True, path_type=Path),
+@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Runs table(s) (.parquet/.csv) or a folder of them; inspect .eval logs later. Repeatable.")
-@click.option("--scores", "scores", multiple=True, required=True, type=click.Path(exists=True, path_type=Path),
+@click.option("--scores", "scores", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Monitor scores store(s) (.parquet/.csv). Repeatable.")
+@click.option("--proactivity", "dilemmas", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="Dilemma runs (.eval logs, folders of them, dilemma_runs.parquet): tables into OUT/proactivity. Repeatable.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path), help="Output folder.")
 @click.option("--seed", default=0, show_default=True, help="Bootstrap seed (output is deterministic for a seed).")
 @click.option("--resamples", default=2000, show_default=True, help="Bootstrap resamples (of runs, never steps).")
@@ -71,11 +73,28 @@ def _load(logs, scores):
               help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
-def report_command(logs, scores, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks, no_plots, progress):
-    """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT."""
+def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks, no_plots, progress):
+    """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT
+    (control runs: --logs and --scores); dilemma tables into OUT/proactivity (--proactivity)."""
     from .report import build_report
     from .tables import DetectionOptions
 
+    if not dilemmas and not (logs and scores):
+        raise click.UsageError("give --logs and --scores (control runs) and/or --proactivity (dilemma runs)")
+    if bool(logs) != bool(scores):
+        raise click.UsageError("--logs and --scores go together")
+    if dilemmas:
+        from control_osworld.proactivity.report import build_proactivity_report
+        from control_osworld.proactivity.runs import load_dilemma_runs
+
+        try:
+            d_written = build_proactivity_report(load_dilemma_runs(dilemmas), Path(out_dir) / "proactivity", resamples, seed,
+                                                 level, plots_enabled=not no_plots, errors=errors)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(f"wrote {len(d_written)} files to {Path(out_dir) / 'proactivity'}")
+        if not logs:
+            return
     runs, sc = _load(logs, scores)
     points = _score_points(score_points) + tuple((m, "pre_action") for m in inclusive)
     try:

@@ -1,0 +1,111 @@
+"""`control-osworld run CONFIG` for a config with `family: proactivity`: every target model x
+the scenarios x the factor conditions, through `inspect_ai.eval_set` (resumable), then the
+dilemma runs table and the report (control_osworld.proactivity.report)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class TargetPairing(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    target_model: str
+    model_args: dict[str, Any] = Field(default_factory=dict)
+    environment_model: str | None = None
+    """Overrides the config's environment model for this target."""
+
+
+class DilemmaRunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    family: Literal["proactivity"]
+    log_dir: str = "logs/proactivity"
+    scenarios: str | None = None
+    """Scenario folder (default: the bundled scenarios/pack); relative to the config file."""
+    scenario_ids: list[str] | None = None
+    mode: Literal["text"] = "text"
+    max_turns: int = Field(15, ge=1)
+    environment_model: str = "dilemma/environment"
+    environment_args: dict[str, Any] = Field(default_factory=dict)
+    pairings: list[TargetPairing] = Field(min_length=1)
+    conditions: list[str] = Field(default_factory=lambda: ["baseline"])
+    epochs: int = Field(1, ge=1)
+    max_samples: int = Field(8, ge=1)
+    retry_attempts: int = 2
+    report: bool = True
+    resamples: int = Field(2000, ge=1)
+    seed: int = 0
+
+    @field_validator("conditions")
+    @classmethod
+    def _conditions(cls, v: list[str]) -> list[str]:
+        from control_osworld.proactivity.task import parse_conditions
+
+        parse_conditions(v)
+        return v
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DilemmaRunConfig":
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise SystemExit(f"{p}: not valid YAML: {e}")
+        if isinstance(raw, dict) and raw.get("scenarios") and not Path(raw["scenarios"]).is_absolute():
+            raw["scenarios"] = str((p.parent / raw["scenarios"]).resolve())
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as e:
+            lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
+            raise SystemExit("bad run config:\n  " + "\n  ".join(lines))
+
+
+def build_tasks(cfg: DilemmaRunConfig) -> list:
+    from inspect_ai.model import get_model
+
+    from control_osworld.proactivity.task import proactivity
+
+    tasks = []
+    for p in cfg.pairings:
+        env = get_model(p.environment_model or cfg.environment_model, **cfg.environment_args)
+        slug = p.target_model.replace("/", "-")
+        t = proactivity(scenarios=cfg.scenarios, scenario_ids=cfg.scenario_ids, conditions=cfg.conditions,
+                        max_turns=cfg.max_turns, mode=cfg.mode, name=f"proactivity_{slug}")
+        t.model = get_model(p.target_model, **p.model_args)
+        t.model_roles = {"environment": env}
+        t.metadata = {**(t.metadata or {}), "target_model": p.target_model,
+                      "environment_model": p.environment_model or cfg.environment_model}
+        tasks.append(t)
+    return tasks
+
+
+def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: bool = False) -> int:
+    from inspect_ai import eval_set
+
+    from control_osworld.proactivity.report import build_proactivity_report
+    from control_osworld.proactivity.runs import load_dilemma_runs
+
+    cfg = DilemmaRunConfig.load(config_path)
+    out = Path(log_dir or cfg.log_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not skip_agents:
+        tasks = build_tasks(cfg)
+        print(f"[run] {len(tasks)} dilemma tasks ({', '.join(t.name for t in tasks)}) -> {out}", file=sys.stderr)
+        ok, _ = eval_set(tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
+                         max_samples=cfg.max_samples, epochs=cfg.epochs, fail_on_error=False, retry_on_error=1,
+                         log_dir_allow_dirty=True)
+        if not ok:
+            print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
+    runs = load_dilemma_runs([out])
+    runs.to_parquet(out / "dilemma_runs.parquet")
+    print(f"[run] dilemma runs table {out / 'dilemma_runs.parquet'}: {len(runs)} runs; classes "
+          f"{runs['cls'].value_counts().to_dict()}", file=sys.stderr)
+    if cfg.report:
+        build_proactivity_report(runs, out / "report" / "proactivity", n_resamples=cfg.resamples, seed=cfg.seed)
+        print(f"[run] report in {out / 'report' / 'proactivity'}", file=sys.stderr)
+    return 0
