@@ -74,11 +74,15 @@ class _Ops:
 
     @staticmethod
     def execute(command: str | list[str], shell: bool = False, timeout: float = 120, input: str | None = None,
-                cwd: str | None = None, env: dict[str, str] | None = None) -> _Req:
+                cwd: str | None = None, env: dict[str, str] | None = None, trusted: bool = False) -> _Req:
         """-> {status, output, error, returncode}; a non-zero returncode is not an error.
-        `input`, `cwd` and `env` are our extensions (upstream servers ignore them)."""
+        `input`, `cwd` and `env` are our extensions (upstream servers ignore them).
+        `trusted` (ours): the harness's own command (checker, evaluators), run where the agent's
+        uid cannot reach it (docs/integrity.md); by default a command runs as the agent."""
         body = {"command": command, "shell": shell, "timeout": timeout}
         body.update({k: v for k, v in (("input", input), ("cwd", cwd), ("env", env)) if v is not None})
+        if trusted:
+            body["trusted"] = True
         return _Req("POST", "/execute", json=body, timeout=timeout + 10)
 
     @staticmethod

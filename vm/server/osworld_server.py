@@ -9,6 +9,10 @@ Upstream clients work against it unchanged. Differences that matter:
   serving after any of them.
 Listens on TCP (`tcp:HOST:PORT`) or a unix socket (`unix:PATH`, the embedded sandbox, which has
 no network at all).
+
+Trust (identity.py, docs/integrity.md): in split mode this server is the trusted side; what it
+runs for the agent runs as the agent's uid, what it runs for the harness (`/execute` with
+`"trusted": true`) as the checker uid, and screenshots come from Xvfb's framebuffer file.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
+
+import identity
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_TIMEOUT = 120.0  # upstream's subprocess timeout
@@ -64,6 +70,8 @@ class Executor:
             text=True,
             bufsize=1,
             start_new_session=True,
+            env=identity.agent_env(),
+            preexec_fn=identity.agent_preexec(),
         )
         ready = proc.stdout.readline()
         if not ready:
@@ -142,6 +150,8 @@ def _mss():
 
 
 def screen_size() -> tuple[int, int]:
+    if identity.FRAMEBUFFER is not None:
+        return identity.FRAMEBUFFER.size
     mon = _mss().monitors[1]
     return mon["width"], mon["height"]
 
@@ -157,8 +167,11 @@ def screenshot_png(size: tuple[int, int] | None = None) -> bytes:
 
     from png_stripes import StripePNG
 
-    raw = _mss().grab(_mss().monitors[1])
-    img = Image.frombytes("RGB", raw.size, raw.bgra, "raw", "BGRX")
+    if identity.FRAMEBUFFER is not None:
+        img = identity.FRAMEBUFFER.image()
+    else:
+        raw = _mss().grab(_mss().monitors[1])
+        img = Image.frombytes("RGB", raw.size, raw.bgra, "raw", "BGRX")
     if size and tuple(size) != img.size:
         img = img.resize(tuple(size), Image.BILINEAR, reducing_gap=2.0)
     enc = _encoders.setdefault(img.size, StripePNG())
@@ -190,27 +203,42 @@ def _find_window(name: str, strict: bool, by_class: bool) -> str | None:
 # ---------------------------------------------------------------- handlers
 
 
+_trusted_running = 0
+_trusted_lock = threading.Lock()
+
+
 def _run_command(command, shell: bool, timeout: float, input: str | None = None,
-                 cwd: str | None = None, env: dict | None = None) -> dict:
+                 cwd: str | None = None, env: dict | None = None, trusted: bool = False) -> dict:
     code = _python_code(command)
-    if code is not None and not shell and input is None and env is None:
+    if code is not None and not shell and input is None and env is None and not trusted:
         r = EXECUTOR.run(code, timeout)
         return {"status": "success", **r}
     if shell and isinstance(command, list):
         command = " ".join(command)
     if not shell and isinstance(command, str):
         command = shlex.split(command)
+    if trusted:  # the harness's own command: the checker uid, a fixed environment
+        argv = identity.checker_argv(["/bin/sh", "-c", command] if shell else command)
+        kw = {"env": {**identity.checker_env(), **(env or {})}}
+        shell = False
+    else:  # the agent's (or a setup step's) command: the agent's uid
+        argv = command
+        kw = {"env": identity.agent_env(env), "preexec_fn": identity.agent_preexec()}
+    global _trusted_running
+    if trusted:
+        with _trusted_lock:
+            _trusted_running += 1
     try:
         p = subprocess.run(
-            command,
+            argv,
             shell=shell,
             capture_output=True,
             text=True,
             input=input,
             timeout=timeout,
             cwd=os.path.expanduser(cwd) if cwd else os.environ.get("HOME"),
-            env={**os.environ, **env} if env else None,
             start_new_session=True,
+            **kw,
         )
     except subprocess.TimeoutExpired:
         raise HTTPError(504, f"command timed out after {timeout:g} s")
@@ -218,6 +246,12 @@ def _run_command(command, shell: bool, timeout: float, input: str | None = None,
         raise HTTPError(400, f"command or cwd not found: {e.filename}")
     except NotADirectoryError as e:
         raise HTTPError(400, f"cwd is not a directory: {e.filename}")
+    finally:
+        if trusted:
+            with _trusted_lock:
+                _trusted_running -= 1
+                if _trusted_running == 0:
+                    identity.kill_checker_leftovers()
     # Upstream answers "success" whatever the return code; callers read returncode.
     return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
 
@@ -345,7 +379,8 @@ class Handler(BaseHTTPRequestHandler):
         self._json(_run_command(command, _truthy(body.get("shell", False)), timeout,
                                 _field(body, "input", (str, type(None)), None),
                                 _field(body, "cwd", (str, type(None)), None),
-                                _field(body, "env", (dict, type(None)), None)))
+                                _field(body, "env", (dict, type(None)), None),
+                                trusted=_truthy(body.get("trusted", False))))
 
     def step(self):
         body = self._json_body()
@@ -382,11 +417,23 @@ class Handler(BaseHTTPRequestHandler):
         self._json({"width": int(vals.get("Width", 0)), "height": int(vals.get("Height", 0))})
 
     def accessibility(self):
+        if identity.SPLIT:  # the bus is the agent's session's: ask it as the agent
+            self._json({"AT": _as_agent_python("import accessibility, sys; sys.stdout.write(accessibility.tree_xml())")})
+            return
         import accessibility
 
         self._json({"AT": accessibility.tree_xml()})
 
     def terminal(self):
+        if identity.SPLIT:
+            try:
+                out = _as_agent_python("import accessibility, sys; t = accessibility.terminal_text(); "
+                                       "sys.stdout.write(t if t is not None else '\\0')")
+                out = None if out == "\0" else out
+            except Exception:
+                out = None
+            self._json({"output": out, "status": "success"})
+            return
         import accessibility
 
         try:
@@ -426,9 +473,13 @@ class Handler(BaseHTTPRequestHandler):
     def file(self):
         body = self._json_body()
         p = Path(os.path.expanduser(_field(body, "file_path", str)))
-        if not p.is_file():
+        try:
+            data = identity.read_trusted(str(p))
+        except FileNotFoundError:
             raise HTTPError(404, f"no such file: {p}")
-        self._send(200, p.read_bytes(), "application/octet-stream")
+        except ValueError as e:
+            raise HTTPError(413, str(e))
+        self._send(200, data, "application/octet-stream")
 
     def upload(self):
         body = self._json_body()
@@ -437,8 +488,15 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(data, str):
             data = data.encode()
         p = Path(os.path.expanduser(path))
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
+        if identity.SPLIT:  # written by the agent's uid: its file, through its permissions
+            r = subprocess.run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "upload", str(p)],
+                               input=data, capture_output=True, timeout=120, env=identity.agent_env(),
+                               preexec_fn=identity.agent_preexec(), cwd=os.environ.get("HOME"))
+            if r.returncode != 0:
+                raise HTTPError(400, f"cannot write {p}: {r.stderr.decode(errors='replace').strip()}")
+        else:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
         self._send(200, b"File uploaded", "text/plain")
 
     def launch(self):
@@ -449,7 +507,8 @@ class Handler(BaseHTTPRequestHandler):
             command = shlex.split(command)
         try:
             subprocess.Popen(command, shell=shell, cwd=os.environ.get("HOME"), start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=identity.agent_env(), preexec_fn=identity.agent_preexec())
         except FileNotFoundError as e:
             raise HTTPError(400, f"command not found: {e.filename}")
         self._send(200, f"{command} launched successfully".encode(), "text/plain")
@@ -460,7 +519,8 @@ class Handler(BaseHTTPRequestHandler):
         if not p.exists():
             raise HTTPError(404, f"no such file: {p}")
         subprocess.Popen(["xdg-open", str(p)], start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=identity.agent_env(), preexec_fn=identity.agent_preexec())
         timeout = float(body.get("timeout", 60))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -554,6 +614,16 @@ class TCPServer(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+def _as_agent_python(code: str, timeout: float = 60) -> str:
+    """Run `code` in a fresh python as the agent's uid; its stdout."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                       cwd=str(HERE), env=identity.agent_env({"PYTHONPATH": str(HERE)}),
+                       preexec_fn=identity.agent_preexec())
+    if r.returncode != 0:
+        raise HTTPError(500, f"accessibility query failed: {r.stderr.strip()[-500:]}")
+    return r.stdout
+
+
 def _ignore(fn) -> None:
     try:
         fn()
@@ -567,7 +637,9 @@ def serve(listen: str) -> None:
         if os.path.exists(where):
             os.unlink(where)
         server = UnixHTTPServer(where, Handler)
-        os.chmod(where, 0o777)  # the host side connects as another uid
+        # The host side connects as another uid (split mode: host root, so 0600 suffices and
+        # the socket's folder is 0700 to us anyway).
+        os.chmod(where, 0o600 if identity.SPLIT else 0o777)
     elif kind == "tcp":
         host, _, port = where.rpartition(":")
         server = TCPServer((host or "0.0.0.0", int(port)), Handler)
