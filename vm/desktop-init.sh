@@ -28,6 +28,7 @@ if [ "$(id -u)" = 0 ] && [ -n "${OSWORLD_AGENT_UID:-}" ]; then SPLIT=1; fi
 as_agent() {
   if [ -n "$SPLIT" ]; then
     (echo 1000 >/proc/self/oom_score_adj
+     unset OSWORLD_TOKEN
      export XAUTHORITY="$AGENT_XAUTH"
      exec prlimit --nproc="${OSWORLD_AGENT_NPROC:-2048}" -- \
        setpriv --reuid="$OSWORLD_AGENT_UID" --regid="$OSWORLD_AGENT_UID" --clear-groups \

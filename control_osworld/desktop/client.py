@@ -174,20 +174,26 @@ class _Ops:
                     json={"window_name": window_name, "strict": strict, "by_class": by_class}, read=lambda r: r.text)
 
 
-def _transport_args(base_url: str, uds: str | None) -> dict:
-    return {"base_url": base_url if not uds else "http://desktop"}
+TOKEN_HEADER = "X-Osworld-Token"
+"""The server's token (docker provider: the harness alone has it; docs/integrity.md)."""
+
+
+def _transport_args(base_url: str, uds: str | None, token: str | None = None) -> dict:
+    return {"base_url": base_url if not uds else "http://desktop",
+            **({"headers": {TOKEN_HEADER: token}} if token else {})}
 
 
 class DesktopClient:
     """Synchronous client. `DesktopClient("http://host:5000")` or `DesktopClient(uds=path)`."""
 
-    def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60):
+    def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
+                 token: str | None = None):
         transport = httpx.HTTPTransport(uds=uds) if uds else None
-        self._http = httpx.Client(transport=transport, timeout=timeout, **_transport_args(base_url, uds))
+        self._http = httpx.Client(transport=transport, timeout=timeout, **_transport_args(base_url, uds, token))
 
     @classmethod
     def for_handle(cls, handle: DesktopHandle, timeout: float = 60) -> "DesktopClient":
-        return cls(handle.base_url, handle.uds, timeout)
+        return cls(handle.base_url, handle.uds, timeout, token=handle.info.get("server_token"))
 
     def _send(self, req: _Req):
         try:
@@ -227,16 +233,16 @@ class AsyncDesktopClient:
     """The same operations, awaitable (used by the inspect sandbox and the agent loop)."""
 
     def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
-                 transport: httpx.AsyncBaseTransport | None = None):
+                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None):
         if transport is None and uds:
             transport = httpx.AsyncHTTPTransport(uds=uds)
-        self._http = httpx.AsyncClient(transport=transport, timeout=timeout, **_transport_args(base_url, uds))
+        self._http = httpx.AsyncClient(transport=transport, timeout=timeout, **_transport_args(base_url, uds, token))
 
     @classmethod
     def for_handle(cls, handle: DesktopHandle, timeout: float = 60,
                    transport: httpx.AsyncBaseTransport | None = None) -> "AsyncDesktopClient":
         """`transport`: the provider's own way to the server (k8s: the sandbox's exec), if any."""
-        return cls(handle.base_url, handle.uds, timeout, transport)
+        return cls(handle.base_url, handle.uds, timeout, transport, token=handle.info.get("server_token"))
 
     async def _send(self, req: _Req):
         try:

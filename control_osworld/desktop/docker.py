@@ -50,6 +50,14 @@ LABEL_DESKTOP = "control-osworld.desktop"  # value: the desktop id
 LABEL_ROLE = "control-osworld.role"  # desktop | sink | network
 LABEL_OWNER = "control-osworld.owner"  # <hostname>/<pid> of the process that started it
 SINK_SCRIPT = "sink/sink_server.py"  # relative to vm/
+TRUSTED_CAPS = ["CHOWN", "SETUID", "SETGID", "SETPCAP", "DAC_READ_SEARCH", "KILL"]
+"""What the desktop's root (init, server) keeps: start processes as the agent and the checker
+(SETUID/SETGID, SETPCAP for their bounding sets), give the checker CAP_DAC_READ_SEARCH, chown
+the fresh home, kill what a harness command leaves behind. No DAC_OVERRIDE, no SYS_ADMIN."""
+TMP_MB = 512
+AGENT_NPROC = 4096
+"""RLIMIT_NPROC of the agent's uid. Counted per uid on the host (no user namespace here), so
+it is larger than the local provider's; the container's pids limit is the backstop."""
 BUILD_HINT = "build it with `bash vm/build-image.sh` (as root; needs debootstrap, no registry)"
 
 
@@ -173,7 +181,11 @@ class DockerProvider(DesktopProvider):
                     labels={**labels, LABEL_ROLE: "network"},
                 )
                 info["network"] = net.id
-            env = {"SCREEN_WIDTH": str(spec.screen_width), "SCREEN_HEIGHT": str(spec.screen_height)}
+            token = secrets.token_hex(16)
+            env = {"SCREEN_WIDTH": str(spec.screen_width), "SCREEN_HEIGHT": str(spec.screen_height),
+                   "OSWORLD_TOKEN": token, "OSWORLD_AGENT_NPROC": str(AGENT_NPROC)}
+            info["server_token"] = token
+            info["evidence_trust"] = "untrusted-host-network" if host_net else "isolated"
             if host_net:
                 env["OSWORLD_LISTEN"] = f"tcp:127.0.0.1:{spec.port}"
             common = dict(
@@ -193,6 +205,11 @@ class DockerProvider(DesktopProvider):
                 # Firefox and GTK apps keep big buffers in /dev/shm (docker's default: 64 MB).
                 # A tmpfs size is a cap, not a reservation; the memory limit bounds it anyway.
                 shm_size=f"{spec.memory_mb}m",
+                # Split mode (docs/integrity.md): init and server as root with only these
+                # capabilities; the agent's processes as `user` with none.
+                user="root",
+                cap_add=TRUSTED_CAPS,
+                tmpfs={"/home/user": f"size={spec.disk_mb}m,mode=0755", "/tmp": f"size={TMP_MB}m,mode=1777"},
                 **({"network_mode": "host"} if host_net else _on_network(client, name, "desktop")),
                 **{**common, "labels": {**labels, LABEL_ROLE: "desktop"}},
             )
@@ -292,6 +309,15 @@ class DockerProvider(DesktopProvider):
                     if attempt == 19:
                         raise
                     time.sleep(0.1)
+
+    def integrity(self, handle: DesktopHandle) -> dict:
+        out = super().integrity(handle)
+        try:
+            state = _docker().containers.get(handle.info["container"]).attrs.get("State", {})
+            out["oom_killed"] = bool(state.get("OOMKilled"))
+        except Exception:
+            pass
+        return out
 
     def alive(self, handle: DesktopHandle) -> bool:
         try:

@@ -46,7 +46,6 @@ INNER_UID = 1000
 CHECKER_UID = 999
 HOST_UID_BASE = 2_090_000
 """Inner uid u (0, 999, 1000) is host uid HOST_UID_BASE + u (split mode, as root)."""
-HOME_MB = 1024
 TMP_MB = 512
 PIDS_MAX = 4096
 """The whole desktop's pids cgroup limit."""
@@ -180,7 +179,7 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int, split: bool) -> li
               # bwrap as a namespace's root makes missing parents 0700: make them readable first
               *[x for d in ("/run", "/opt", str(DESKTOP_ROOT), "/var", "/var/lib", "/var/cache", "/home")
                 for x in ("--perms", "0755", "--dir", d)]]
-        home = ["--size", str(HOME_MB << 20), "--tmpfs", "/home/user",
+        home = ["--size", str(spec.disk_mb << 20), "--tmpfs", "/home/user",
                 "--ro-bind", str(state / "skel"), "/run/osworld-skel",
                 "--perms", "0700", "--tmpfs", "/run/trusted"]
         tmp = ["--perms", "1777", "--size", str(TMP_MB << 20), "--tmpfs", "/tmp",
@@ -359,11 +358,20 @@ class LocalProvider(DesktopProvider):
         return _same_ns(handle.info.get("child_pid"), handle.info.get("pidns")) and super().alive(handle)
 
     def integrity(self, handle: DesktopHandle) -> dict:
-        """What the host sees of the desktop's limits: OOM kills, pids-limit hits."""
-        out: dict = {}
+        """The trust level, and what the host sees of the desktop's limits: OOM kills,
+        pids-limit hits, the home's use of its size (read from outside, through /proc)."""
+        out = super().integrity(handle)
         cg = Path(handle.info["cgroup"]) if handle.info.get("cgroup") else None
         pcg = Path(handle.info["pids_cgroup"]) if handle.info.get("pids_cgroup") else None
         out.update(_cgroup_counters(cg, pcg))
+        if _same_ns(handle.info.get("child_pid"), handle.info.get("pidns")):
+            try:
+                st = os.statvfs(f"/proc/{handle.info['child_pid']}/root/home/user")
+                out["home_used_mb"] = round((st.f_blocks - st.f_bfree) * st.f_frsize / 2**20, 1)
+                out["home_size_mb"] = round(st.f_blocks * st.f_frsize / 2**20, 1)
+                out["home_full"] = st.f_bavail == 0
+            except OSError:
+                pass
         return out
 
 

@@ -30,6 +30,9 @@ class DesktopSpec(BaseModel):
     screen_width: int = 1920
     screen_height: int = 1080
     memory_mb: int = 2048
+    disk_mb: int = 1024
+    """Size of the desktop's home (a tmpfs; local as root and docker): filling it is the
+    agent's own ENOSPC, not the host's."""
     network: Literal["none", "sink", "host"] = "none"
     """`none`: no network at all. `sink`: a private network whose only other host is the
     exfiltration sink (docker) / a loopback sink inside the sandbox (local). `host` (local
@@ -86,6 +89,14 @@ class DesktopProvider(ABC):
     def transport(self, handle: DesktopHandle) -> "httpx.AsyncBaseTransport | None":
         """How the async client reaches the server when not over TCP/`handle.uds` (k8s: exec)."""
         return None
+
+    def integrity(self, handle: DesktopHandle) -> dict:
+        """What the log records about the evidence channels of this desktop (docs/integrity.md):
+        `evidence_trust` ("isolated": the agent's uid cannot reach, signal, replace or forge
+        the checker, the evaluators, the screenshots, the sink; anything else names why not),
+        plus provider counters of the limits the agent ran into (OOM kills, pids-limit hits,
+        home usage)."""
+        return {"evidence_trust": handle.info.get("evidence_trust", f"untrusted-{handle.provider}")}
 
     def alive(self, handle: DesktopHandle) -> bool:
         from control_osworld.desktop.client import DesktopClient

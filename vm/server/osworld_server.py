@@ -40,6 +40,9 @@ from urllib.parse import parse_qs, urlparse
 import identity
 
 HERE = Path(__file__).resolve().parent
+TOKEN = os.environ.pop("OSWORLD_TOKEN", None) or None
+"""When set (docker provider), every request but /healthz needs it in X-Osworld-Token: the
+agent, inside the desktop, can reach the TCP port but has not the token."""
 DEFAULT_TIMEOUT = 120.0  # upstream's subprocess timeout
 MAX_BODY = 512 * 1024 * 1024
 
@@ -353,6 +356,9 @@ class Handler(BaseHTTPRequestHandler):
         path = urlparse(self.path).path.rstrip("/") or "/"
         route = ROUTES.get((method, path))
         try:
+            if TOKEN and path != "/healthz" and self.headers.get("X-Osworld-Token") != TOKEN:
+                self.close_connection = True
+                raise HTTPError(401, "this server needs the harness's token")
             if route is None:
                 known = any(p == path for (_, p) in ROUTES)
                 raise HTTPError(405 if known else 404, f"{'method not allowed' if known else 'unknown endpoint'}: {method} {path}")
