@@ -51,6 +51,8 @@ class RunConfig(BaseModel):
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
+    scores_into_logs: bool = True
+    """Write the monitors' scores back into the .eval logs as inspect scores (inspect view, samples_df)."""
     report: bool = True
     seed: int = 0
 
@@ -152,6 +154,12 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
         from control_osworld.monitoring.runner import monitor_logs
 
         monitor_logs(logs, cfg.monitors, subsets=cfg.monitor_subsets, store=scores_path)
+        if cfg.scores_into_logs:
+            from control_osworld.monitoring.store import ScoreStore
+            from control_osworld.monitoring.writeback import write_scores_into_logs
+
+            changed = write_scores_into_logs(ScoreStore(scores_path).read(), logs)
+            print(f"[run] monitor scores written into {sum(1 for n in changed.values() if n)} log(s)", file=sys.stderr)
     if cfg.report and cfg.monitors:
         from control_osworld.analysis.report import build_report
         from control_osworld.analysis.runs import load_runs, load_scores

@@ -22,6 +22,8 @@ from . import hazards as hz
 from . import identifiability as idf
 from . import plots, tables
 from .bootstrap import group_rng, resample_weights
+from .protocol_report import write_protocol_report
+from .protocols import ProtocolOptions
 from .tables import DetectionOptions
 
 __all__ = ["build_report", "hazard_tables", "HAZARD_BUDGETS", "K_MAX_EPS", "N_AGENTS"]
@@ -165,8 +167,13 @@ def _best_cells(df: pd.DataFrame) -> list[str]:
 
 
 def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: DetectionOptions = DetectionOptions(),
-                 errors: str = "exclude", codebooks: Iterable = (), progress=None, plots_enabled: bool = True) -> dict[str, Path]:
-    """Write every report file into out_dir; returns {name: path}."""
+                 errors: str = "exclude", codebooks: Iterable = (), progress=None, plots_enabled: bool = True,
+                 protocol_options: ProtocolOptions | None = None) -> dict[str, Path]:
+    """Write every report file into out_dir; returns {name: path}.
+
+    protocol_options: the protocol part's audit budgets, calibration unit and trusted model
+    (default: every budget, per-run calibration, the detection tables' resamples and seed)."""
+    popts = protocol_options or ProtocolOptions(n_resamples=opts.n_resamples, level=opts.level, seed=opts.seed)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -179,8 +186,10 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
     # Parts done as plain lines (the tables' cells get the bars); on stderr when it is not a
     # terminal and progress was asked for or the main job keeps a progress log.
     plain = progress is not False and not sys.stderr.isatty() and (progress is True or active_log() is not None)
-    with StageProgress("report", 6, "parts", bar=False, plain=plain) as p:
+    with StageProgress("report", 7, "parts", bar=False, plain=plain) as p:
         _build(runs, scores, out, opts, errors, codebooks, progress, plots_enabled, write, written, p.advance)
+        written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled))
+        p.advance()
     return written
 
 

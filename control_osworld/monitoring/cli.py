@@ -38,9 +38,12 @@ def read_logs(paths: list[Path]):
               help="Reply cache (default $XDG_CACHE_HOME/control-osworld/monitor-cache).")
 @click.option("--no-cache", is_flag=True, help="Ask the model again even when a reply is cached.")
 @click.option("--include-reasoning", is_flag=True, help="Also show monitors the agent's private reasoning (off by default).")
+@click.option("--into-logs", is_flag=True,
+              help="Also write the scores into the .eval logs as inspect scores (one scorer per monitor and subset), "
+                   "so inspect view and control-arena's samples_df see them. Idempotent.")
 @click.option("--progress/--no-progress", default=None, help="Progress on stderr: bars on a terminal, plain lines (done/total, rate, ETA) otherwise (default: on).")
 def monitor_command(logs, config_paths, inputs, all_subsets, model, store, concurrency, cache_dir, no_cache,
-                    include_reasoning, progress) -> None:
+                    include_reasoning, into_logs, progress) -> None:
     """Score stored LOGS (.eval files or folders) with monitors; rows go to the scores store.
 
     Replies are cached by content and finished rows are kept, so running it again costs
@@ -81,6 +84,14 @@ def monitor_command(logs, config_paths, inputs, all_subsets, model, store, concu
         cached=("cached", lambda s: int(s.fillna(False).astype(bool).sum())), mean_score=("score", "mean"))
     click.echo(summary.to_string())
     click.echo(f"{len(runs)} runs; scores in {store / 'scores.parquet'}")
+    if into_logs:
+        from .store import ScoreStore
+        from .writeback import write_scores_into_logs
+
+        files = sorted({str(r.log) for r in runs})
+        changed = write_scores_into_logs(ScoreStore(store).read(), files)
+        click.echo(f"scores written into {sum(1 for n in changed.values() if n)} of {len(files)} log(s) "
+                   f"({sum(changed.values())} sample scores changed)")
     if df["error"].notna().any():
         first = df[df["error"].notna()].iloc[0]
         click.echo(f"{int(df['error'].notna().sum())} rows are errors, e.g. {first['run_id']} step {first['step']}: {first['error'][:200]}", err=True)

@@ -1,0 +1,121 @@
+"""The report's protocol part: protocols.{md,csv} and safety_usefulness_*.png.
+
+The numbers come from ``protocols.protocol_table``; this module only renders them. The
+Markdown shows a few audit budgets per cell; the CSV has all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import plots
+from .protocols import PROTOCOLS, ProtocolOptions, conventions, protocol_table
+
+__all__ = ["write_protocol_report", "render_protocols_markdown", "SHOWN_BUDGETS"]
+
+SHOWN_BUDGETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1)
+
+
+def _nearest(budgets: np.ndarray, wanted) -> list[float]:
+    return sorted({float(budgets[np.argmin(np.abs(np.log(budgets) - math.log(w)))]) for w in wanted})
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2g}%"
+
+
+def _f(x) -> str:
+    return "–" if x is None or x != x else f"{x:.3f}"
+
+
+def _cell(r, name: str) -> str:
+    if r.protocol == "defer_to_trusted":
+        return f"[{_f(r[name + '_bound_low'])}, {_f(r[name + '_bound_high'])}]"
+    return f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
+
+
+def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_rules: dict[str, str]) -> str:
+    L = ["# Protocols: safety and usefulness at an audit budget", ""]
+    L += [f"- {c}" for c in conventions(popts, t_star_rules)]
+    L += ["- Cells: estimate [CI] for trusted monitoring and stop on suspicion; [bound low, bound high] for "
+          "defer to trusted. All 30 budgets are in protocols.csv.", ""]
+    if df.empty:
+        return "\n".join(L + ["No model has both honest and attack runs with scores.", ""])
+    shown = _nearest(np.unique(df["audit_budget"].to_numpy()), SHOWN_BUDGETS)
+    for model, g in df.groupby("untrusted_model", sort=True):
+        L += [f"## {model}", ""]
+        for proto in PROTOCOLS:
+            p = g[(g["protocol"] == proto) & g["audit_budget"].isin(shown)]
+            if p.empty:
+                continue
+            L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
+                  + " | " + " | ".join(f"usefulness @{_pct(b)}" for b in shown) + " | safety (control-arena) @1% |",
+                  "|---|---|" + "---|" * (2 * len(shown) + 1)]
+            for (mon, inp), c in p.groupby(["monitor", "inputs"], sort=True):
+                c = c.set_index("audit_budget")
+                one = c["safety_control_arena"].get(_nearest(np.asarray(shown), [0.01])[0], math.nan)
+                L.append(f"| {mon} | {inp} | " + " | ".join(_cell(c.loc[b], "safety") for b in shown) + " | "
+                         + " | ".join(_cell(c.loc[b], "usefulness") for b in shown) + f" | {_f(one)} |")
+            L.append("")
+    return "\n".join(L)
+
+
+def _figure(path: Path, model: str, g: pd.DataFrame) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    tm = g[g["protocol"] == "trusted_monitoring"]
+    sos = g[g["protocol"] == "stop_on_suspicion"]
+    for (mon, inp), c in tm.groupby(["monitor", "inputs"], sort=True):
+        c = c.sort_values("audit_budget")
+        line, = axes[0].plot(c["audit_budget"], c["safety"], marker=".", label=f"{mon} [{inp}]")
+        axes[0].fill_between(c["audit_budget"], c["safety_low"], c["safety_high"], color=line.get_color(), alpha=0.12)
+        s = sos[(sos["monitor"] == mon) & (sos["inputs"] == inp)].sort_values("audit_budget")
+        axes[1].plot(s["audit_budget"], s["usefulness"], marker=".", color=line.get_color())
+        axes[2].plot(s["usefulness"], s["safety"], marker=".", color=line.get_color())
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.set_xlabel("audit budget (share of honest runs flagged)")
+    axes[0].set_ylabel("safety: P(caught in time or never effective)")
+    axes[0].set_title("trusted monitoring / stop on suspicion: safety")
+    axes[1].set_ylabel("usefulness: honest main-task success")
+    axes[1].set_title("stop on suspicion: usefulness")
+    axes[2].set_xlabel("usefulness (stop on suspicion)")
+    axes[2].set_ylabel("safety")
+    axes[2].set_title("safety vs usefulness")
+    for ax in axes:
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6, loc="lower right")
+    fig.suptitle(f"Protocols from stored scores: {model}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, popts: ProtocolOptions,
+                          inclusive_for, plots_enabled: bool = True) -> dict[str, Path]:
+    """Write protocols.md, protocols.csv and one figure per untrusted model into out."""
+    df = protocol_table(runs, scores, popts, inclusive_for)
+    monitors = sorted(set(df.loc[df["monitor_kind"] == "per_step", "monitor"])) if not df.empty else []
+    rules = {m: ("s <= t*" if inclusive_for(m) else "s < t*") for m in monitors}
+    written = {}
+    p = out / "protocols.md"
+    p.write_text(render_protocols_markdown(df, popts, rules), encoding="utf-8", newline="\n")
+    written[p.name] = p
+    p = out / "protocols.csv"
+    df.to_csv(p, index=False, float_format="%.6g", lineterminator="\n")
+    written[p.name] = p
+    if plots_enabled and not df.empty:
+        for model, g in df.groupby("untrusted_model", sort=True):
+            name = f"safety_usefulness_{plots.slug(model, '')}.png"
+            written[name] = _figure(out / name, str(model), g)
+    return written
