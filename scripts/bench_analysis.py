@@ -153,7 +153,7 @@ def main(argv=None):
 
     popts = P.ProtocolOptions(n_resamples=args.resamples, seed=args.seed)
     t0 = time.perf_counter()
-    curves = P.protocol_table(runs, scores, popts, inclusive_for=lambda m: True)
+    curves = P.protocol_table(runs, scores, popts, inclusive_for=lambda m, point: True)
     proto_s = time.perf_counter() - t0
     n_curves = curves.groupby(["untrusted_model", "monitor", "inputs"]).ngroups
     print(f"protocol curves: {n_curves} monitor x subset x model curves x {len(popts.budgets)} audit budgets x "

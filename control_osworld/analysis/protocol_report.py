@@ -105,8 +105,8 @@ def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, p
                           inclusive_for, plots_enabled: bool = True) -> dict[str, Path]:
     """Write protocols.md, protocols.csv and one figure per untrusted model into out."""
     df = protocol_table(runs, scores, popts, inclusive_for)
-    monitors = sorted(set(df.loc[df["monitor_kind"] == "per_step", "monitor"])) if not df.empty else []
-    rules = {m: ("s <= t*" if inclusive_for(m) else "s < t*") for m in monitors}
+    ps = df[df["monitor_kind"] == "per_step"] if not df.empty else df
+    rules = {m: ", ".join(sorted(set(g["t_star_rule"]))) for m, g in ps.groupby("monitor")} if not ps.empty else {}
     written = {}
     p = out / "protocols.md"
     p.write_text(render_protocols_markdown(df, popts, rules), encoding="utf-8", newline="\n")

@@ -400,9 +400,10 @@ def per_step_scores(runs: pd.DataFrame, scores: pd.DataFrame, opts: DetectionOpt
 
 
 def per_step_rows(runs: pd.DataFrame, scores: pd.DataFrame):
-    """(cells, cell code, run index, step, score) of every per-step score row matched to a run."""
+    """(cells, recorded score point per cell, cell code, run index, step, score) of every
+    per-step score row matched to a run."""
     rows = _Rows(runs, scores, "per_step")
-    return rows.cells, rows.codes, rows.run, rows.step, rows.score
+    return rows.cells, rows.score_points(), rows.codes, rows.run, rows.step, rows.score
 
 
 def table4(runs: pd.DataFrame, scores: pd.DataFrame, opts: DetectionOptions = DetectionOptions(), progress=None) -> pd.DataFrame:

@@ -152,7 +152,7 @@ def test_protocol_table_from_runs_and_scores():
     runs["t_star"] = runs["t_star"].astype("Int64")
     scores = pd.DataFrame(scores)
     popts = pr.ProtocolOptions(budgets=BUDGETS, n_resamples=200)
-    tab = pr.protocol_table(runs, scores, popts, inclusive_for=lambda m: m == "ps")
+    tab = pr.protocol_table(runs, scores, popts, inclusive_for=lambda m, point: m == "ps")
     assert set(tab["protocol"]) == set(pr.PROTOCOLS)
     for j, b in enumerate(BUDGETS):
         _, safety, useful, useful_stop, never = _brute(honest, attack, t_star, success, b, True)
