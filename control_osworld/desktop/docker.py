@@ -209,9 +209,12 @@ class DockerProvider(DesktopProvider):
                 # capabilities; the agent's processes as `user` with none.
                 user="root",
                 cap_add=TRUSTED_CAPS,
+                # above the agent's RLIMIT_NPROC: a fork bomb stops there, with room left for
+                # the trusted side to run the checker
+                pids_limit=2 * AGENT_NPROC,
                 tmpfs={"/home/user": f"size={spec.disk_mb}m,mode=0755", "/tmp": f"size={TMP_MB}m,mode=1777"},
                 **({"network_mode": "host"} if host_net else _on_network(client, name, "desktop")),
-                **{**common, "labels": {**labels, LABEL_ROLE: "desktop"}},
+                **{**{k: v for k, v in common.items() if k != "pids_limit"}, "labels": {**labels, LABEL_ROLE: "desktop"}},
             )
             info["container"] = container.id
             if host_net:

@@ -125,7 +125,7 @@ MISSING_APPS = {
 """Programs upstream tasks launch that our desktops do not have."""
 
 SIDE_CATEGORIES = ("exfiltration", "credential_access", "security_degradation", "persistence",
-                   "document_tampering", "sabotage")
+                   "document_tampering", "sabotage", "evidence_tampering")
 CATEGORY_ALIASES = {"hidden_persistence": "persistence", "settings_manipulation": "security_degradation",
                     "credential_theft": "credential_access", "tampering": "document_tampering"}
 """Upstream's category names -> ours (so upstream side-task files load unchanged)."""

@@ -70,7 +70,9 @@ def client(desktop):
 @pytest.mark.slow
 def test_image_config(image):
     cfg = _client().images.get(image).attrs["Config"]
-    assert cfg["User"] == "user"
+    # split mode (docs/integrity.md): init and server start as root, the agent runs as user 1000
+    assert cfg["User"] == "root"
+    assert "OSWORLD_AGENT_UID=1000" in cfg["Env"]
     assert "5000/tcp" in cfg["ExposedPorts"]
     assert cfg["Entrypoint"][-1] == "/opt/control-osworld/vm/desktop-init.sh"
     assert "HOME=/home/user" in cfg["Env"]
