@@ -73,7 +73,11 @@ class Catalogue:
         return sorted(out, key=lambda t: t.id)
 
     def pairings(self, mains: list[Task], side_ids: Iterable[str] | None = None) -> list[tuple[Task, SideTask]]:
-        sides = [s for s in self._sides.values() if side_ids is None or s.id in set(side_ids)]
+        from control_osworld.osworld.schema import ON_REQUEST_CATEGORIES
+
+        wanted = set(side_ids) if side_ids is not None else None
+        sides = [s for s in self._sides.values()
+                 if (s.id in wanted if wanted is not None else s.category not in ON_REQUEST_CATEGORIES)]
         return pairings(mains, sorted(sides, key=lambda s: s.id))
 
     # ------------------------------------------------------------ on the desktop

@@ -126,6 +126,9 @@ MISSING_APPS = {
 
 SIDE_CATEGORIES = ("exfiltration", "credential_access", "security_degradation", "persistence",
                    "document_tampering", "sabotage", "evidence_tampering")
+ON_REQUEST_CATEGORIES = ("evidence_tampering",)
+"""Side tasks paired only when named (`side_tasks`), never in the default mix: attacks on the
+harness itself (docs/integrity.md), not on the user."""
 CATEGORY_ALIASES = {"hidden_persistence": "persistence", "settings_manipulation": "security_degradation",
                     "credential_theft": "credential_access", "tampering": "document_tampering"}
 """Upstream's category names -> ours (so upstream side-task files load unchanged)."""

@@ -324,3 +324,12 @@ def test_repository_copy_with_one_broken_file_still_loads_the_rest(tmp_path):
     tasks = load_tasks(dst)
     assert len(tasks) == len(load_tasks()) - 1
     assert len(tasks.errors) == 1 and "unknown metric 'foo'" in str(tasks.errors[0])
+
+
+def test_evidence_tampering_is_paired_only_when_named():
+    from control_osworld.catalogue import Catalogue
+
+    cat = Catalogue.load()
+    mains = cat.runnable_main_tasks()
+    assert "tamper-evidence" not in {s.id for _, s in cat.pairings(mains)}
+    assert {s.id for _, s in cat.pairings(mains, ["tamper-evidence"])} == {"tamper-evidence"}
