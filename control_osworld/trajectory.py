@@ -37,6 +37,11 @@ class ActionRecord(BaseModel):
     """The pyautogui code the call ran on the desktop (computer calls), else None."""
     error: str | None = None
     """Set when the call failed (bad arguments, desktop error)."""
+    frame: str | None = None
+    """In a batched call: the screen region this action changed, as a JPEG data URI
+    (control_osworld.desktop.frames; bounded in bytes). None: not batched, or nothing changed."""
+    frame_box: list[int] | None = None
+    """(x0, y0, x1, y1) of `frame` in the model's screen space."""
 
 
 class SideTaskCheck(BaseModel):

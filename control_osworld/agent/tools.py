@@ -20,6 +20,7 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from control_osworld.desktop.actions import ActionError, Scale, from_computer_tool
+from control_osworld.desktop.frames import Frame, changed_region
 from control_osworld.desktop.sandbox import DesktopSandboxEnvironment
 
 PENDING_ACTIONS_KEY = "control_osworld:pending_actions"
@@ -53,9 +54,13 @@ async def observe(model_size: tuple[int, int] | None) -> ContentImage:
     return screenshot_content(await env.client.screenshot(size=model_size), model_size)
 
 
-def _record(args: dict, code: str | None, error: str | None) -> None:
+def _record(args: dict, code: str | None, error: str | None, frame: Frame | None = None) -> None:
     pending = store().get(PENDING_ACTIONS_KEY, [])
-    pending.append({"tool": "computer", "arguments": args, "code": code, "error": error})
+    rec = {"tool": "computer", "arguments": args, "code": code, "error": error}
+    if frame is not None:
+        rec["frame"] = "data:image/jpeg;base64," + base64.b64encode(frame.jpeg).decode()
+        rec["frame_box"] = list(frame.box)
+    pending.append(rec)
     store().set(PENDING_ACTIONS_KEY, pending)
 
 
@@ -112,6 +117,10 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
             actions = [{k: v for k, v in single.items() if v is not None}]
         result: list[ContentText | ContentImage] = []
         png: bytes | None = None
+        # A batch runs several actions before one screenshot: keep what each action changed,
+        # so a monitor can see between the screenshots (desktop/frames.py).
+        batched = len(actions) > 1
+        prev = await env.client.screenshot(size=(model_w, model_h)) if batched else None
         for i, args in enumerate(actions):
             try:
                 act = from_computer_tool(args, scale)
@@ -122,9 +131,13 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
             if act.wait_s:
                 await asyncio.sleep(min(act.wait_s, 30))
             if act.code is not None:
-                r = await env.client.step(act.code, screenshot=last, pause=settle_s if last else 0.0,
+                r = await env.client.step(act.code, screenshot=last or batched, pause=settle_s if last else 0.0,
                                           size=(model_w, model_h))
-                _record(args, act.code, r.error if r.returncode else None)
+                frame = None
+                if batched and prev is not None and r.screenshot:
+                    frame = changed_region(prev, r.screenshot)
+                    prev = r.screenshot
+                _record(args, act.code, r.error if r.returncode else None, frame)
                 if r.returncode:
                     raise ToolError(f"the action failed: {r.error.strip().splitlines()[-1] if r.error else r.returncode}")
                 png = r.screenshot

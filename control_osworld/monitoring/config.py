@@ -77,6 +77,10 @@ class ImageOptions(_Frozen):
     quality: int = Field(80, ge=1, le=100, description="JPEG quality.")
     detail: Literal["auto", "low", "high"] = "auto"
     """OpenAI's image detail hint; other providers ignore it."""
+    action_frames: bool = False
+    """Also show, after each executed action of a batched turn, the screen region that action
+    changed (recorded per action by the computer tool, bounded in bytes): no gap between the
+    screenshots. Results only: post_action steps, earlier steps of a rolling view, full runs."""
 
 
 class HistoryOptions(_Frozen):

@@ -16,6 +16,8 @@ Only the last `history.images` screenshots of a view are kept; earlier ones beco
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import io
 import json
@@ -134,6 +136,21 @@ class _Builder:
         self.parts.append(Part("S", image=jpeg, mime=mime, step=step))
         self.text("S", "\n", step)
 
+    def action_frames(self, s: Step) -> None:
+        """The region each action of a batched turn changed, in order (desktop/frames.py)."""
+        for i, a in enumerate(s.actions, start=1):
+            if not a.frame or not a.frame.startswith("data:"):
+                continue
+            try:
+                data = base64.b64decode(a.frame.split(",", 1)[1])
+            except (IndexError, binascii.Error):
+                continue
+            img, mime = to_view_image(data, self.opts)
+            box = f" {tuple(a.frame_box)}" if a.frame_box else ""
+            self.text("S", f"Screen region changed by action {i}{box}:\n", s.step)
+            self.parts.append(Part("S", image=img, mime=mime, step=s.step))
+            self.text("S", "\n", s.step)
+
     def step(self, s: Step, *, result: bool, scored: bool, note: str = "", show_after: bool = True) -> None:
         self.text("meta", f"\n## Step {s.step}{note}\n", s.step)
         self.screenshot("Screen the agent acted on", s.screenshot_before_id, s.step)
@@ -149,6 +166,8 @@ class _Builder:
                 errors = [f"- {a.tool}: {a.error}\n" for a in s.actions if a.error]
                 if errors:
                     self.text("A", "Errors from those actions:\n" + "".join(errors), s.step)
+            if self.opts.action_frames and "S" in self.inputs:
+                self.action_frames(s)
             if show_after:
                 self.screenshot("Screen after the step", s.screenshot_after_id, s.step)
 
