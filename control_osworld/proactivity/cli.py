@@ -48,3 +48,16 @@ def validate_command(paths) -> None:
                 click.echo(f"FAIL {e}", err=True)
     if bad:
         raise SystemExit(1)
+
+
+@proactivity_group.command("generate")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+def generate_command(config: str) -> None:
+    """Generate scenarios with the generator/discriminator models of CONFIG (four stages, audited)."""
+    from control_osworld.proactivity.generate import GenerateConfig, run_generation
+
+    cfg = GenerateConfig.load(config)
+    log = run_generation(cfg)
+    n = len(log.samples or [])
+    ok = sum(1 for s in log.samples or [] if s.scores and next(iter(s.scores.values())).answer == "accepted")
+    click.echo(f"{ok}/{n} scenarios accepted -> {cfg.out_dir} (audit in {cfg.out_dir}/audit, log {log.location})")
