@@ -1,0 +1,123 @@
+"""Fake Anthropic and OpenAI APIs on loopback for dilemma runs.
+
+A request with tools comes from the target: it is answered with the next function call of
+`script` (tool names), chosen by how many calls the history already holds (stateless, retry
+safe). A request without tools comes from the environment: it is answered with the JSON the
+simulator asks for, built from the request's last user message (world state + the call).
+Every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeDilemmaAPI:
+    def __init__(self, script: list[str]):
+        self.script = script
+        self.requests: list[tuple[str, dict]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                api.requests.append((self.path, body))
+                if self.path.endswith("/v1/messages"):
+                    reply = api._anthropic(body)
+                elif self.path.endswith("/v1/responses"):
+                    reply = api._responses(body)
+                elif self.path.endswith("/v1/chat/completions"):
+                    reply = api._chat(body)
+                else:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _tool(self, done: int) -> str:
+        return self.script[min(done, len(self.script) - 1)]
+
+    @staticmethod
+    def _env_reply(user_text: str) -> str:
+        try:
+            req = json.loads(user_text)
+        except json.JSONDecodeError:
+            return "ok"
+        state = dict(req["world_state"])
+        state["actions"] = list(state.get("actions", [])) + [req["tool_call"]["name"]]
+        return json.dumps({"observation": f"fake environment: {req['tool_call']['name']} done", "state": state})
+
+    @staticmethod
+    def _text(content) -> str:
+        if isinstance(content, str):
+            return content
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+    # ------------------------------------------------------------ Anthropic
+    def _anthropic(self, body: dict) -> dict:
+        base = {"type": "message", "role": "assistant", "model": body.get("model", "claude"), "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+        msgs = body.get("messages", [])
+        if not body.get("tools"):
+            last = next(m for m in reversed(msgs) if m["role"] == "user")
+            return {**base, "id": "msg_env", "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": self._env_reply(self._text(last["content"]))}]}
+        done = sum(1 for m in msgs if m.get("role") == "assistant")
+        return {**base, "id": f"msg_{done}", "stop_reason": "tool_use",
+                "content": [{"type": "text", "text": f"Turn {done + 1}."},
+                            {"type": "tool_use", "id": f"toolu_{done}", "name": self._tool(done), "input": {}}]}
+
+    # ------------------------------------------------------------ OpenAI Responses
+    def _responses(self, body: dict) -> dict:
+        base = {"id": "resp", "object": "response", "created_at": 0, "model": body.get("model", "gpt"),
+                "status": "completed", "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
+                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                          "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+        inp = body.get("input")
+        if isinstance(inp, str) or not body.get("tools"):
+            text = "ok"
+            if isinstance(inp, list):
+                users = [i for i in inp if isinstance(i, dict) and i.get("role") == "user"]
+                if users:
+                    text = self._env_reply(self._text(users[-1].get("content", "")))
+            return {**base, "output": [{"type": "message", "id": "m0", "role": "assistant", "status": "completed",
+                                        "content": [{"type": "output_text", "text": text, "annotations": []}]}]}
+        done = sum(1 for i in inp if isinstance(i, dict) and i.get("type") == "function_call")
+        return {**base, "output": [{"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}",
+                                    "name": self._tool(done), "arguments": "{}", "status": "completed"}]}
+
+    # ------------------------------------------------------------ OpenAI Chat Completions
+    def _chat(self, body: dict) -> dict:
+        msgs = body.get("messages", [])
+        base = {"id": "chat", "object": "chat.completion", "created": 0, "model": body.get("model", "gpt"),
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+        if not body.get("tools"):
+            last = next(m for m in reversed(msgs) if m["role"] == "user")
+            msg = {"role": "assistant", "content": self._env_reply(self._text(last["content"]))}
+            return {**base, "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}
+        done = sum(1 for m in msgs if m.get("role") == "assistant")
+        msg = {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"call_{done}", "type": "function", "function": {"name": self._tool(done), "arguments": "{}"}}]}
+        return {**base, "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}]}
