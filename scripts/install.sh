@@ -34,7 +34,8 @@ step() { printf '\n== %s\n' "$*"; }
 die() { echo "scripts/install.sh: $*" >&2; exit 1; }
 
 packages=$(grep -v '^\s*#' vm/packages.txt | sed 's/#.*//' | tr -s ' \n' '\n' | sed '/^$/d' | tr '\n' ' ')
-host_packages="bubblewrap debootstrap tesseract-ocr tesseract-ocr-eng python3 python3-venv"
+# git: control-arena imports GitPython, which needs the executable.
+host_packages="bubblewrap debootstrap tesseract-ocr tesseract-ocr-eng python3 python3-venv git"
 if [ "$docker_image" = 1 ] && ! command -v docker >/dev/null; then
   host_packages="$host_packages docker.io"   # the engine and CLI from the distribution's archive
 fi

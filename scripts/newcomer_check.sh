@@ -141,18 +141,20 @@ fi
 docker exec "$name" sh -c 'python3 -c "import sys; print(sys.version)"; ls /usr/lib/python3*/EXTERNALLY-MANAGED' >&2 \
   || die "the image's python3 is not Debian's externally managed one"
 
-# run USER LOGFILE COMMAND: the command, verbatim, through bash -c in the clone, with a trace
-# line (PS4 with a timestamp) before each of its top-level commands; output to LOGFILE.
+# run USER LOGFILE COMMAND: the command, verbatim, through `bash -xc` in the clone (the trace
+# shows when each of its top-level commands starts); each output line is prefixed with the time
+# it arrived (the trace's PS4 is no help: bash ignores PS4 from the environment as root).
 results=$(mktemp -d "${TMPDIR:-/tmp}/control-osworld-newcomer-logs.XXXXXX")
 run() {
-  local user=$1 logf=$2 cmd=$3 dir=/root/control-osworld
-  [ "$user" = root ] || dir=/home/$user/control-osworld
+  local user=$1 logf=$2 cmd=$3 dir=/root/control-osworld home=/root
+  [ "$user" = root ] || { dir=/home/$user/control-osworld; home=/home/$user; }
   log "as $user: $cmd  (log: $logf)"
-  timeout "${SUDO_LIMIT:-14400}" docker exec -u "$user" -w "$dir" -e PS4='+[ts $(date +%s.%N)] ' -e HOME="$( [ "$user" = root ] && echo /root || echo "/home/$user")" \
-    "$name" bash -xc "$cmd" >"$logf" 2>&1
+  timeout "${SUDO_LIMIT:-14400}" docker exec -u "$user" -w "$dir" -e HOME="$home" "$name" bash -xc "$cmd" 2>&1 |
+    while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done >"$logf"
+  return "${PIPESTATUS[0]}"
 }
 # seconds between the trace lines of the first and the second top-level command (the install).
-span() { awk '/^\+\[ts [0-9.]+\] / {v=$2; sub(/\]$/, "", v); t[++k]=v} END {if (k >= 2) printf "%.1f", t[2]-t[1]}' "$1"; }
+span() { awk '$2 == "+" && ($3 == "bash" || $3 ~ /^\.venv\//) {t[++k]=$1} END {if (k >= 2) printf "%.1f", t[2]-t[1]}' "$1"; }
 stamp() { date +%s.%N; }
 
 t0=$(stamp)
@@ -168,11 +170,11 @@ rc2=0; run root "$results/tests.log" "$test_cmd" || rc2=$?
 t3=$(stamp)
 install2_s=$(span "$results/tests.log" 1)
 tests_s=$(awk -v a="$t2" -v b="$t3" -v i="$install2_s" 'BEGIN {printf "%.1f", b - a - i}')
-summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$results/tests.log" | tail -1 || true)
+summary=$(cut -d' ' -f2- "$results/tests.log" | grep -E '^(=+ )?[0-9]+ (passed|failed|error)' | tail -1 || true)
 count() { grep -oE "[0-9]+ $1" <<<"$summary" | cut -d' ' -f1 || true; }
 passed=$(count passed); failed=$(count failed); errors=$(count errors); skipped=$(count skipped)
 log "test command: exit $rc2: $summary"
-grep -E '^(FAILED|ERROR) ' "$results/tests.log" >&2 || true
+cut -d' ' -f2- "$results/tests.log" | grep -E '^(FAILED|ERROR) ' >&2 || true
 
 sudo_rc=null
 if [ "$sudo_user" = 1 ]; then
