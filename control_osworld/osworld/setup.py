@@ -13,8 +13,8 @@ Step types and their upstream semantics (REFERENCE §1; desktop_env/controllers/
   retried every 0.3 s until one matches (upstream retries forever; we stop after
   `until_timeout`, default 60 s, and fail). A non-zero return code does not abort (upstream).
 - `open {path}`: the server's open_file (xdg-open, then wait for a window titled with the
-  file name); when the desktop has no xdg-open we launch the app for the file's type and wait
-  for its window the same way.
+  file name; ours also waits until that app is idle, vm/server/opener.py); when the desktop
+  has no xdg-open we launch the app for the file's type and wait for its window the same way.
 - `sleep {seconds}`; `activate_window` / `close_window {window_name, strict, by_class}` (a
   missing window is noted, not fatal, as upstream).
 Chrome/Drive/login steps raise `UnsupportedStepError("unsupported step type X in file F")`.
@@ -125,9 +125,9 @@ async def _open(ctx: SetupContext, path: str) -> None:
         await ctx.client.open_file(path, timeout=ctx.open_timeout)
         return
     except DesktopError as e:
-        if e.status == 404 and "no such file" in str(e):
-            raise
-        # no xdg-open on this desktop (or it picked nothing): open it ourselves
+        if (e.status == 404 and "no such file" in str(e)) or e.status in (415, 504):
+            raise  # no such file; nothing opens its type; its window never came (our server)
+        # no xdg-open on this desktop (an upstream server answers 500): open it ourselves
         ctx.notes.append(f"open {path}: server open_file failed ({e}); launching {opener_for(path)[0]}")
     await ctx.client.launch([*opener_for(path), path])
     name = os.path.basename(path.rstrip("/"))

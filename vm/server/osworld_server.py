@@ -520,21 +520,15 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, f"{command} launched successfully".encode(), "text/plain")
 
     def open_file(self):
+        from opener import OpenError, open_and_wait
+
         body = self._json_body()
-        p = Path(os.path.expanduser(_field(body, "path", str)))
-        if not p.exists():
-            raise HTTPError(404, f"no such file: {p}")
-        subprocess.Popen(["xdg-open", str(p)], start_new_session=True,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         env=identity.agent_env(), preexec_fn=identity.agent_preexec())
-        timeout = float(body.get("timeout", 60))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if _find_window(p.name, strict=False, by_class=False) or _find_window(p.stem, strict=False, by_class=False):
-                self._send(200, f"{p} opened successfully".encode(), "text/plain")
-                return
-            time.sleep(0.2)
-        raise HTTPError(504, f"no window titled with {p.name!r} appeared within {timeout:g} s")
+        p = Path(os.path.expandvars(os.path.expanduser(_field(body, "path", str))))
+        try:
+            msg = open_and_wait(p, float(body.get("timeout", 60)))
+        except OpenError as e:
+            raise HTTPError(e.status, str(e))
+        self._send(200, msg.encode(), "text/plain")
 
     def _window_op(self, flag: str):
         body = self._json_body()
