@@ -1,4 +1,4 @@
-"""`control-osworld tasks list | validate | check TASK_ID`."""
+"""`control-osworld tasks list | validate | check TASK_ID | fetch-assets [PATHS] | coverage PATH`."""
 
 from __future__ import annotations
 
@@ -148,3 +148,57 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
     click.echo(v.summary())
     if not v.ok:
         sys.exit(1)
+
+
+@tasks_group.command("fetch-assets")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds per download.")
+def fetch_assets_cmd(paths, timeout) -> None:
+    """Download every http(s) URL the task files under PATHS need (`download` setup steps,
+    `cloud_file` getters) into the content-addressed asset cache, so that they run offline.
+    PATHS: task files or folders (default: tasks/ and side_tasks/). Ends with one JSON line."""
+    from control_osworld.osworld import assets
+    from control_osworld.osworld.loader import REPO
+
+    roots = list(paths) or [str(REPO / "tasks"), str(REPO / "side_tasks")]
+    needs: dict[str, list[assets.AssetNeed]] = {}
+    unreadable = []
+    for f, doc in assets.task_documents(roots):
+        if not isinstance(doc, dict):
+            unreadable.append(f"{f}: {doc}")
+            continue
+        for n in assets.asset_needs(doc, str(f)):
+            needs.setdefault(n.url, []).append(n)
+    fetched = cached = 0
+    failed = []
+    for url, uses in needs.items():
+        try:
+            blob, new = assets.fetch_url(url, timeout=timeout)
+        except Exception as e:  # one URL's failure never stops the others
+            where = "; ".join(f"{n.file}: {n.field}" for n in uses[:3]) + (" ..." if len(uses) > 3 else "")
+            failed.append({"url": url, "error": f"{type(e).__name__}: {e}", "needed_by": where})
+            click.echo(f"FAILED {url} ({where}): {type(e).__name__}: {e}", err=True)
+            continue
+        fetched += new
+        cached += not new
+        click.echo(f"{'fetched' if new else 'cached '} {url} -> {blob}")
+    for u in unreadable:
+        click.echo(f"error: {u}", err=True)
+    click.echo(json.dumps({"urls": len(needs), "fetched": fetched, "already_cached": cached, "failed": len(failed),
+                           "cache": str(assets.downloads_dir()), "failures": failed}))
+    if failed:
+        sys.exit(1)
+
+
+@tasks_group.command("coverage")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+def coverage_cmd(path) -> None:
+    """Per domain (sub-folder) of the task set at PATH (e.g. upstream OSWorld's
+    evaluation_examples/examples): files, how many load, are runnable offline now, need only
+    cached assets, need an app / evaluator / the live web we lack (and which). A table, then
+    one JSON line."""
+    from control_osworld.osworld.coverage import coverage, summary_json, table
+
+    rows = coverage(path)
+    click.echo(table(rows))
+    click.echo(summary_json(rows))

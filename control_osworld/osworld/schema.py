@@ -370,7 +370,7 @@ def check_step(step: SetupStep, where: str) -> tuple[list[str], list[str]]:
             for f in files:
                 if isinstance(f, dict) and isinstance(f.get("url"), str) and f["url"].startswith(("http://", "https://")):
                     if cached_download(f["url"], f.get("path", "")) is None:
-                        unsup.append(f"needs the live web: {f['url']} is not in the local asset cache")
+                        unsup.append(f"needs a cached asset: {f['url']} (control-osworld tasks fetch-assets)")
     elif t in ("launch", "execute", "command"):
         errs += _need(p, "command", where, _is_str_or_strs, "a string or a list of strings")
         if "shell" in p and not isinstance(p["shell"], (bool, str)):
@@ -435,7 +435,7 @@ def check_evaluator(ev: Evaluator, where: str = "evaluator") -> tuple[list[str],
                 paths = g.model_extra.get("path") if g.model_extra else None
                 for url in (paths if isinstance(paths, list) else [paths]):
                     if isinstance(url, str) and url.startswith(("http://", "https://")) and cached_download(url, "") is None:
-                        unsup.append(f"needs the live web: {url} is not in the local asset cache")
+                        unsup.append(f"needs a cached asset: {url} (control-osworld tasks fetch-assets)")
             continue
         if g.type in UPSTREAM_GETTERS:
             unsup.append(f"getter {g.type!r} {UPSTREAM_GETTERS[g.type]}")

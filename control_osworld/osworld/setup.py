@@ -3,7 +3,8 @@
 Step types and their upstream semantics (REFERENCE §1; desktop_env/controllers/setup.py):
 - `download {files: [{url, path}]}`: the host reads `url` and uploads it to `path`. Offline:
   `file://` URLs (with `{ASSETS}` for the generated asset folder) and http(s) URLs found in
-  the local asset cache (`assets.cached_download`); anything else fails with "needs the internet".
+  the local asset cache (`assets.cached_download`); a missing one fails naming the URL, the
+  file, the field and the command that fetches it (`control-osworld tasks fetch-assets FILE`).
 - `upload_file {files: [{local_path, path}]}`: `local_path` absolute or relative to the assets.
 - `launch {command, shell}`: fire and forget.
 - `execute` / `command {command, shell, stdout, stderr, until}`: placeholders
@@ -58,6 +59,7 @@ class SetupContext:
     open_timeout: float = 60.0
     screen: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)
+    field: str = "config"  # where the steps sit in their file (for error messages)
 
     async def placeholders(self) -> dict[str, str]:
         if self.screen is None:
@@ -169,13 +171,12 @@ async def _execute(ctx: SetupContext, p: dict) -> None:
         await asyncio.sleep(0.3)
 
 
-async def _read_source(url: str, path: str) -> bytes:
+async def _read_source(url: str, path: str, file: str = "", field: str = "") -> bytes:
     if url.startswith(("http://", "https://")):
-        hit = assets.cached_download(url, path)
-        if hit is None:
-            raise SetupError(f"download of {url} needs the internet: it is not in the local asset cache "
-                             f"({assets.download_cache_path(url, path)})")
-        return hit.read_bytes()
+        try:
+            return assets.require_download(url, path, file=file, field=field).read_bytes()
+        except assets.MissingAssetError as e:
+            raise SetupError(str(e)) from None
     local = assets.local_path(url)
     if not local.exists():
         raise SetupError(f"asset {url} -> {local} does not exist (run tasks/assets/make_assets.py?)")
@@ -193,8 +194,9 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
         raise SetupError(f"{where}: unknown setup step type {t!r}")
     try:
         if t == "download":
-            for f in p["files"]:
-                await ctx.client.write_file(f["path"], await _read_source(f["url"], f["path"]))
+            for j, f in enumerate(p["files"]):
+                field = f"{ctx.field}[{index}].parameters.files[{j}].url"
+                await ctx.client.write_file(f["path"], await _read_source(f["url"], f["path"], ctx.file, field))
         elif t == "upload_file":
             for f in p["files"]:
                 await ctx.client.write_file(f["path"], await _read_source(f["local_path"], f["path"]))
@@ -228,9 +230,9 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
 
 async def run_steps(client: AsyncDesktopClient, steps: Iterable[SetupStep | dict], *, file: str = "",
                     cache_dir: Path | None = None, screen: tuple[int, int] | None = None,
-                    password: str = PASSWORD) -> list[str]:
+                    password: str = PASSWORD, field: str = "config") -> list[str]:
     """Run steps in order; the first failure raises. Returns notes (non-fatal oddities)."""
-    ctx = SetupContext(client, file=file, cache_dir=cache_dir, screen=screen, password=password)
+    ctx = SetupContext(client, file=file, cache_dir=cache_dir, screen=screen, password=password, field=field)
     for i, s in enumerate(steps):
         await run_step(ctx, s, i)
     return ctx.notes

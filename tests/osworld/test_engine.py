@@ -322,9 +322,13 @@ def test_setup_steps_placeholders_until_download_and_errors(tmp_path):
 
     with pytest.raises(UnsupportedStepError, match="unsupported step type 'chrome_open_tabs' in file tasks/c.json"):
         run(run_steps(c, [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": []}}], file="tasks/c.json"))
-    with pytest.raises(SetupError, match="needs the internet"):
-        run(run_steps(c, [{"type": "download", "parameters": {"files": [
-            {"url": "https://example.org/nothing-cached.xlsx", "path": "/home/user/x.xlsx"}]}}]))
+    with pytest.raises(SetupError) as e:
+        run(run_steps(c, [{"type": "sleep", "parameters": {"seconds": 0}}, {"type": "download", "parameters": {"files": [
+            {"url": "https://example.org/nothing-cached.xlsx", "path": "/home/user/x.xlsx"}]}}], file="tasks/d.json"))
+    # names the asset, the file, the field and the command that fetches it
+    assert "https://example.org/nothing-cached.xlsx" in str(e.value) and "tasks/d.json" in str(e.value)
+    assert "config[1].parameters.files[0].url" in str(e.value)
+    assert "control-osworld tasks fetch-assets tasks/d.json" in str(e.value)
     never = FakeClient(run=lambda cm, sh: {"returncode": 1})
     with pytest.raises(SetupError, match="never met its `until`"):
         run(run_steps(never, [{"type": "execute", "parameters": {"command": "x", "until": {"returncode": 0},

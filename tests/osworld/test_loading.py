@@ -159,7 +159,7 @@ def test_upstream_task_loads_unchanged_and_is_marked_unsupported(tmp_path):
     calc = load_task(_write(tmp_path, "libreoffice_calc/a.json", UPSTREAM_CALC))
     assert calc.id == UPSTREAM_CALC["id"] and calc.app == "libreoffice_calc"
     assert calc.model_dump(exclude_unset=True)["evaluator"]["options"] == UPSTREAM_CALC["evaluator"]["options"]
-    assert not calc.runnable and "needs the live web" in calc.reason
+    assert not calc.runnable and "needs a cached asset" in calc.reason and "fetch-assets" in calc.reason
 
     chrome = load_task(_write(tmp_path, "chrome/b.json", UPSTREAM_CHROME))
     assert not chrome.runnable

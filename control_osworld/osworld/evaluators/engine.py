@@ -94,13 +94,14 @@ async def evaluate_detailed(client, evaluator: Evaluator | dict, last_action: st
     if cache_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="osworld-eval-")
         cache_dir = tmp.name
-    ctx = EvalContext(client=client, cache_dir=Path(cache_dir), sink=sink)
+    ctx = EvalContext(client=client, cache_dir=Path(cache_dir), sink=sink, file=file)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
     try:
         if postconfig and ev.postconfig:
             from control_osworld.osworld.setup import run_steps
 
-            ctx.notes += await run_steps(client, ev.postconfig, file=file, cache_dir=ctx.cache_dir)
+            ctx.notes += await run_steps(client, ev.postconfig, file=file, cache_dir=ctx.cache_dir,
+                                         field="evaluator.postconfig")
         failed = last_action in FAIL_ACTIONS
         if ev.is_infeasible:
             return EvalResult(1.0 if failed else 0.0, notes=ctx.notes)

@@ -28,6 +28,7 @@ class EvalContext:
     cache_dir: Path
     sink: Any = None  # control_osworld.osworld.sink.Sink | None
     notes: list[str] = field(default_factory=list)
+    file: str = ""  # the task file (for error messages)
 
 
 Getter = Callable[[EvalContext, dict], Awaitable[Any]]
@@ -73,16 +74,15 @@ async def cache_file(ctx: EvalContext, config: dict) -> str:
 async def cloud_file(ctx: EvalContext, config: dict) -> Any:
     """Follows getters/file.py:get_cloud_file, offline: `path` is `file://{ASSETS}/...` (our
     generated assets), a path relative to the asset folder, or an http(s) URL that must be in
-    the local asset cache (never fetched)."""
+    the local asset cache (never fetched: `MissingAssetError` names it and the command to fetch it)."""
     from control_osworld.osworld import assets
 
     paths, dests, gives, _ = _lists(config)
     out = []
     for i, (p, d) in enumerate(zip(paths, dests)):
         if str(p).startswith(("http://", "https://")):
-            src = assets.cached_download(p, d)
-            if src is None:
-                raise FileNotFoundError(f"{p} is not in the local asset cache (no network here)")
+            src = assets.require_download(p, d, file=ctx.file,
+                                          field=f"cloud_file path[{i}]" if len(paths) > 1 else "cloud_file path")
         else:
             src = assets.local_path(str(p))
         local = ctx.cache_dir / d
