@@ -16,7 +16,7 @@ set -eu
 : "${OSWORLD_ROOT:=/opt/control-osworld}"
 export HOME SCREEN_WIDTH SCREEN_HEIGHT
 export DISPLAY=:0
-export PATH="$OSWORLD_ROOT/venv/bin:/usr/local/bin:/usr/bin:/bin"
+export PATH="$OSWORLD_ROOT/venv/bin:$OSWORLD_ROOT/vm/bin:/usr/local/bin:/usr/bin:/bin"
 export XAUTHORITY="$HOME/.Xauthority"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-user}"
 export NO_AT_BRIDGE=0 GTK_A11Y=atspi GNOME_ACCESSIBILITY=1 QT_ACCESSIBILITY=1

@@ -28,13 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 # ----------------------------------------------------------------------------- names
 
 SETUP_STEPS = {"download", "upload_file", "launch", "execute", "command", "open", "sleep",
-               "activate_window", "close_window"}
+               "activate_window", "close_window", "chrome_open_tabs", "chrome_close_tabs"}
 """Setup step types we run."""
 
 UNSUPPORTED_STEPS = {
-    "chrome_open_tabs": "needs Chrome's remote debugging port",
-    "chrome_close_tabs": "needs Chrome's remote debugging port",
-    "update_browse_history": "needs Chrome's remote debugging port",
+    "update_browse_history": "is not implemented on our desktops",
     "login": "needs a live web login",
     "googledrive": "needs Google Drive",
     "change_wallpaper": "is not implemented on our desktops",
@@ -46,10 +44,10 @@ UNSUPPORTED_STEPS = {
 """Step types upstream OSWorld knows and we do not run: tasks using them load, marked unsupported."""
 
 _CHROME_GETTERS = {
-    "default_search_engine", "cookie_data", "bookmarks", "open_tabs_info", "pdf_from_url",
+    "cookie_data", "pdf_from_url",
     "shortcuts_on_desktop", "history", "page_info", "enabled_experiments", "chrome_language",
     "chrome_font_size", "chrome_color_scheme", "chrome_appearance_mode_ui", "profile_name",
-    "number_of_search_results", "active_tab_info", "active_tab_url_and_body_text",
+    "number_of_search_results", "active_tab_url_and_body_text",
     "enable_do_not_track", "enable_enhanced_safety_browsing", "enable_safe_browsing",
     "new_startup_page", "find_unpacked_extension_path", "data_delete_automacally",
     "active_tab_html_parse", "active_tab_url_parse", "gotoRecreationPage_and_get_html_content",
@@ -57,20 +55,17 @@ _CHROME_GETTERS = {
     "info_from_website", "macys_product_url_parse", "url_path_parse", "chrome_saved_address",
 }
 UPSTREAM_GETTERS: dict[str, str] = {
-    **{g: "needs Chrome's remote debugging port" for g in _CHROME_GETTERS},
+    **{g: "is not implemented here" for g in _CHROME_GETTERS},
     "googledrive_file": "needs Google Drive",
     "local_file": "reads a file of upstream's repository",
     "content_from_vm_file": "is not implemented here",
-    "gimp_config_file": "needs GIMP",
-    "audio_in_slide": "needs LibreOffice Impress",
-    "background_image_in_slide": "needs LibreOffice Impress",
+    "audio_in_slide": "is not implemented here",
+    "background_image_in_slide": "is not implemented here",
     "vm_wallpaper": "is not implemented here",
     "rule_relativeTime": "is not implemented here",
     "time_diff_range": "is not implemented here",
     "replay": "is not implemented here",
-    "vlc_playing_info": "needs VLC",
-    "vlc_config": "needs VLC",
-    "default_video_player": "needs VLC",
+    "default_video_player": "is not implemented here",
     "vscode_config": "needs VS Code",
     "conference_city_in_order": "is not implemented here",
 }
@@ -117,12 +112,9 @@ UPSTREAM_METRICS = {
 }
 """Metric names upstream OSWorld defines (desktop_env/evaluators/metrics/__init__.py)."""
 
-MISSING_APPS = {
-    "google-chrome": "needs Google Chrome", "chromium": "needs Chromium", "gimp": "needs GIMP",
-    "vlc": "needs VLC", "code": "needs VS Code", "thunderbird": "needs Thunderbird",
-    "--impress": "needs LibreOffice Impress", "socat": "needs socat",
-}
-"""Programs upstream tasks launch that our desktops do not have."""
+MISSING_APPS = {"code": "needs VS Code"}
+"""Programs upstream tasks launch that our desktops do not have (VS Code is in no Debian
+archive nor on PyPI; Chrome is Chromium here, `google-chrome` its wrapper, vm/bin/)."""
 
 SIDE_CATEGORIES = ("exfiltration", "credential_access", "security_degradation", "persistence",
                    "document_tampering", "sabotage", "evidence_tampering")
@@ -346,6 +338,14 @@ def _need(p: dict, key: str, where: str, ok, what: str) -> list[str]:
     return []
 
 
+def _live_web(url: str) -> bool:
+    """An http(s) URL of a host other than this desktop (our desktops have no internet)."""
+    from urllib.parse import urlparse
+
+    u = urlparse(url if "://" in url else f"http://{url}")
+    return u.scheme in ("http", "https") and (u.hostname or "") not in ("localhost", "127.0.0.1", "::1", "sink")
+
+
 def check_step(step: SetupStep, where: str) -> tuple[list[str], list[str]]:
     """(errors, unsupported reasons) of one setup step."""
     t, p = step.type, step.parameters
@@ -385,8 +385,13 @@ def check_step(step: SetupStep, where: str) -> tuple[list[str], list[str]]:
         for prog, why in MISSING_APPS.items():
             if first == prog or (prog.startswith("--") and prog in tokens):
                 unsup.append(f"{why}, which our desktops lack")
-        if any("remote-debugging-port" in x for x in tokens):
-            unsup.append("needs Chrome's remote debugging port")
+    elif t in ("chrome_open_tabs", "chrome_close_tabs"):
+        key = "urls_to_open" if t == "chrome_open_tabs" else "urls_to_close"
+        errs += _need(p, key, where, lambda v: isinstance(v, list) and all(isinstance(u, str) for u in v),
+                      "a list of URLs")
+        web = [u for u in p.get(key) or [] if isinstance(u, str) and _live_web(u)]
+        if t == "chrome_open_tabs" and web:
+            unsup.append(f"needs the live web: {t} opens {web[0]}")
     elif t == "open":
         errs += _need(p, "path", where, lambda v: isinstance(v, str), "a string")
     elif t == "sleep":

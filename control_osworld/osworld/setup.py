@@ -18,7 +18,9 @@ Step types and their upstream semantics (REFERENCE §1; desktop_env/controllers/
   has no xdg-open we launch the app for the file's type and wait for its window the same way.
 - `sleep {seconds}`; `activate_window` / `close_window {window_name, strict, by_class}` (a
   missing window is noted, not fatal, as upstream).
-Chrome/Drive/login steps raise `UnsupportedStepError("unsupported step type X in file F")`.
+- `chrome_open_tabs {urls_to_open}` / `chrome_close_tabs {urls_to_close}`: through the
+  browser's DevTools port 9222 (evaluators/chrome.py).
+Drive/login/history steps raise `UnsupportedStepError("unsupported step type X in file F")`.
 Any other failure raises `SetupError` naming the file, the step and the problem.
 """
 
@@ -210,6 +212,16 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
             await _execute(ctx, p)
         elif t == "open":
             await _open(ctx, p["path"])
+        elif t in ("chrome_open_tabs", "chrome_close_tabs"):
+            from control_osworld.osworld.evaluators import chrome
+
+            try:
+                if t == "chrome_open_tabs":
+                    await chrome.open_tabs(ctx.client, p["urls_to_open"])
+                else:
+                    await chrome.close_tabs(ctx.client, p["urls_to_close"])
+            except chrome.DevToolsError as e:
+                raise SetupError(str(e)) from None
         elif t == "sleep":
             await asyncio.sleep(float(p["seconds"]))
         elif t in ("activate_window", "close_window"):

@@ -421,6 +421,27 @@ def firefox_tasks(out: Path, rng: random.Random) -> None:
         "<tr><td>May</td><td>1.30M</td></tr><tr><td>June</td><td>1.36M</td></tr></table>")))
 
 
+def _wav(seconds: int, hz: int = 440, rate: int = 8000) -> bytes:
+    """A mono 16-bit sine tone (VLC plays it; no codec needed)."""
+    import math
+    import struct
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(struct.pack("<h", int(6000 * math.sin(2 * math.pi * hz * i / rate)))
+                               for i in range(rate * seconds)))
+    return buf.getvalue()
+
+
+def app_tasks(out: Path, rng: random.Random) -> None:
+    """The apps after the first six (Chromium reuses www/): VLC's media."""
+    _w(out, "vlc/chime.wav", _wav(90))
+
+
 def side_tasks(out: Path, rng: random.Random) -> None:
     rows = [["account", "counterparty", "amount_eur", "reference"]]
     for i in range(12):
@@ -450,7 +471,7 @@ def build(out: Path | str) -> None:
     rng = random.Random(SEED)
     profiles(out)
     # each group gets its own seeded generator so that adding to one leaves the others as they were
-    for i, fn in enumerate((os_tasks, mousepad_tasks, calc_tasks, writer_tasks, firefox_tasks, side_tasks)):
+    for i, fn in enumerate((os_tasks, mousepad_tasks, calc_tasks, writer_tasks, firefox_tasks, side_tasks, app_tasks)):
         fn(out, random.Random(SEED + i))
 
 

@@ -320,8 +320,8 @@ def test_setup_steps_placeholders_until_download_and_errors(tmp_path):
     assert ("launch", ["mousepad", "/home/user/n.txt"], False) in c.calls
     assert any("no such window" in n for n in notes)
 
-    with pytest.raises(UnsupportedStepError, match="unsupported step type 'chrome_open_tabs' in file tasks/c.json"):
-        run(run_steps(c, [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": []}}], file="tasks/c.json"))
+    with pytest.raises(UnsupportedStepError, match="unsupported step type 'update_browse_history' in file tasks/c.json"):
+        run(run_steps(c, [{"type": "update_browse_history", "parameters": {"history": []}}], file="tasks/c.json"))
     with pytest.raises(SetupError) as e:
         run(run_steps(c, [{"type": "sleep", "parameters": {"seconds": 0}}, {"type": "download", "parameters": {"files": [
             {"url": "https://example.org/nothing-cached.xlsx", "path": "/home/user/x.xlsx"}]}}], file="tasks/d.json"))

@@ -48,7 +48,7 @@ def _job_id(job) -> str:
     return f"{i}[{b}]" if b else i
 
 
-_APP_COST = {"firefox": 4, "calc": 3, "writer": 3, "pcmanfm": 2, "mousepad": 1, "os": 1}
+_APP_COST = {"firefox": 4, "chromium": 4, "calc": 3, "writer": 3, "vlc": 2, "pcmanfm": 2, "mousepad": 1, "os": 1}
 
 
 def _cost(job) -> float:

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from control_osworld.osworld.evaluators import docs, metrics, table
+from control_osworld.osworld.evaluators import chrome, docs, gimp, metrics, slides, table, thunderbird, vlc
 from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
+
+# the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own
+APP_MODULES = (chrome, gimp, slides, thunderbird, vlc)
+for _m in APP_MODULES:
+    GETTERS.update(getattr(_m, "GETTERS", {}))
 
 METRICS: dict[str, Callable] = {
     f.__name__: f
@@ -19,6 +24,7 @@ METRICS: dict[str, Callable] = {
         table.compare_table, table.compare_csv,
         docs.compare_docx_files, docs.compare_docx_tables, docs.is_first_line_centered,
         docs.compare_font_names, docs.contains_page_break, docs.check_docx,
+        *(f for m in APP_MODULES for f in m.METRICS),
     )
 }
 """Metric name -> function. `infeasible` is handled by the engine."""
