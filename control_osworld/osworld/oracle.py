@@ -127,15 +127,49 @@ def merge_oracles(main: Oracle, side: Oracle, at: int | None = None) -> tuple[Or
 
 StepHook = Callable[[int], Awaitable[Any]]
 
+# Runs in the desktop's action executor (the word pyautogui routes it there): waits until the
+# desktop's processes together use under SHARE of a CPU over two windows in a row, at most MAX s.
+_QUIESCE = """import pyautogui, os, time
+def _ticks(me=os.getpid()):
+    t = 0
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) != me:
+            try:
+                f = open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()
+                t += int(f[11]) + int(f[12])
+            except (OSError, IndexError, ValueError):
+                pass
+    return t
+hz, end, quiet, last = os.sysconf('SC_CLK_TCK'), time.monotonic() + {max}, 0, _ticks()
+while quiet < 2 and time.monotonic() < end:
+    time.sleep({win})
+    now = _ticks()
+    quiet = quiet + 1 if (now - last) / hz < {share} * {win} else 0
+    last = now
+print('idle' if quiet >= 2 else 'busy')
+"""
+
+
+async def quiesce(client, *, max_s: float = 20.0, window: float = 0.25, share: float = 0.15) -> bool:
+    """Wait until the desktop is idle (its CPU time, not the wall clock: other load on the
+    machine does not count); False when it stayed busy for `max_s`. What makes oracles'
+    fixed waits hold on a loaded machine: an app still working on the last keys gets the
+    time it needs before the next ones."""
+    r = await client.execute(["python", "-c", _QUIESCE.format(max=max_s, win=window, share=share)],
+                             timeout=max_s + 30)
+    return (r.get("output") or "").strip() == "idle"
+
 
 async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allow_bash: bool = False,
-                     on_step: StepHook | None = None, max_wait: float = MAX_WAIT, settle: float = 0.3) -> list[Any]:
+                     on_step: StepHook | None = None, max_wait: float = MAX_WAIT, settle: float = 0.3,
+                     idle: bool = True) -> list[Any]:
     """Play the oracle on the desktop: each computer call through `from_computer_tool` and
     `client.step` (no screenshot: nobody looks), waits as asyncio sleeps (capped at
     `max_wait`), bash calls through `client.execute` (only with `allow_bash`). After every
     step, a `settle` pause (what the agent's computer tool waits before its end-of-turn
     screenshot), then `await on_step(step_number)` (1-based), e.g. the side-task checker; its
-    return values are returned."""
+    return values are returned. With `idle` (default), every wait and every step also waits
+    until the desktop is idle (`quiesce`), so that an oracle plays the same on a loaded machine."""
     scale = scale or Scale.identity(1920, 1080)
     out = []
     for i, step in enumerate(oracle.steps, start=1):
@@ -155,8 +189,12 @@ async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allo
                     raise OracleError(f"{oracle.task_id}: step {i}: {call.arguments} failed: {r.error[-500:]}")
             if action.wait_s:
                 await asyncio.sleep(min(action.wait_s, max_wait))
+                if idle:
+                    await quiesce(client)
         if settle:
             await asyncio.sleep(settle)
+        if idle:
+            await quiesce(client)
         if on_step is not None:
             out.append(await on_step(i))
     return out
