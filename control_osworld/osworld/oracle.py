@@ -127,36 +127,39 @@ def merge_oracles(main: Oracle, side: Oracle, at: int | None = None) -> tuple[Or
 
 StepHook = Callable[[int], Awaitable[Any]]
 
-# Runs in the desktop's action executor (the word pyautogui routes it there): waits until the
-# desktop's processes together use under SHARE of a CPU over two windows in a row, at most MAX s.
+# Runs in the desktop's action executor (the word pyautogui routes it there): samples every
+# thread of the desktop's processes every 0.1 s; idle once at most one sample in WINDOW_SAMPLES
+# found a thread running or waiting to run (state R or D), at most MAX s. Run states, not CPU
+# time: on a loaded machine a busy app gets little CPU time but stays runnable.
 _QUIESCE = """import pyautogui, os, time
-def _ticks(me=os.getpid()):
-    t = 0
+def _busy(me=os.getpid()):
     for p in os.listdir('/proc'):
-        if p.isdigit() and int(p) != me:
-            try:
-                f = open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()
-                t += int(f[11]) + int(f[12])
-            except (OSError, IndexError, ValueError):
-                pass
-    return t
-hz, end, quiet, last = os.sysconf('SC_CLK_TCK'), time.monotonic() + {max}, 0, _ticks()
-while quiet < 2 and time.monotonic() < end:
-    time.sleep({win})
-    now = _ticks()
-    quiet = quiet + 1 if (now - last) / hz < {share} * {win} else 0
-    last = now
-print('idle' if quiet >= 2 else 'busy')
+        if not p.isdigit() or int(p) == me:
+            continue
+        try:
+            for t in os.listdir('/proc/%s/task' % p):
+                with open('/proc/%s/task/%s/stat' % (p, t)) as f:
+                    if f.read().rsplit(')', 1)[1].split()[0] in ('R', 'D'):
+                        return True
+        except (OSError, IndexError):
+            pass
+    return False
+end, recent = time.monotonic() + {max}, []
+while time.monotonic() < end:
+    recent = (recent + [_busy()])[-{samples}:]
+    if len(recent) == {samples} and sum(recent) <= 1:
+        break
+    time.sleep(0.1)
+print('idle' if len(recent) == {samples} and sum(recent) <= 1 else 'busy')
 """
 
 
-async def quiesce(client, *, max_s: float = 20.0, window: float = 0.25, share: float = 0.15) -> bool:
-    """Wait until the desktop is idle (its CPU time, not the wall clock: other load on the
-    machine does not count); False when it stayed busy for `max_s`. What makes oracles'
-    fixed waits hold on a loaded machine: an app still working on the last keys gets the
-    time it needs before the next ones."""
-    r = await client.execute(["python", "-c", _QUIESCE.format(max=max_s, win=window, share=share)],
-                             timeout=max_s + 30)
+async def quiesce(client, *, max_s: float = 20.0, samples: int = 6) -> bool:
+    """Wait until no thread of the desktop has been running or runnable for `samples` tenths
+    of a second (one stray sample allowed); False when it stayed busy for `max_s`. What makes
+    oracles' fixed waits hold on a loaded machine: an app still working on the last keys gets
+    the time it needs before the next ones."""
+    r = await client.execute(["python", "-c", _QUIESCE.format(max=max_s, samples=samples)], timeout=max_s + 30)
     return (r.get("output") or "").strip() == "idle"
 
 

@@ -1,7 +1,8 @@
 """`/setup/open_file` (upstream's `open` setup step) on the embedded desktop: each file type the
 tasks open goes to its app (xdg-open + ~/.config/mimeapps.list), the call returns once a window
 titled with the file name exists and its app is idle, and a type nothing opens is a clear error
-naming the type. Files are made by the test."""
+naming the type. Files are made by the test. Also the oracles' idle wait (`oracle.quiesce`),
+which uses the same desktop."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def test_missing_file_is_404(client):
     with pytest.raises(DesktopError) as e:
         client.open_file("/home/user/Documents/absent.docx", timeout=5)
     assert e.value.status == 404 and "no such file" in str(e.value)
+
+
+def test_quiesce_waits_while_the_desktop_works(local_desktop, client):
+    """Oracles' idle wait: it returns only once the desktop's own processes stop using the CPU
+    (a 2 s busy loop here), and gives up (False) after its limit when they never stop."""
+    import asyncio
+    import time
+
+    from control_osworld.desktop.client import AsyncDesktopClient
+    from control_osworld.osworld.oracle import quiesce
+
+    async def go(busy_s: float, max_s: float) -> tuple[bool, float]:
+        c = AsyncDesktopClient.for_handle(local_desktop, timeout=120)
+        try:
+            await c.launch(["timeout", str(busy_s), "sh", "-c", "while :; do :; done"])
+            t0 = time.monotonic()
+            ok = await quiesce(c, max_s=max_s)
+            return ok, time.monotonic() - t0
+        finally:
+            await c.aclose()
+
+    ok, took = asyncio.run(go(2.0, 20.0))
+    assert ok and took >= 1.5
+    ok, took = asyncio.run(go(30.0, 1.5))
+    assert not ok and took < 10
+    client.execute("pkill -f 'while :; do :; done' || true", shell=True)

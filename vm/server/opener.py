@@ -7,8 +7,8 @@ We do the same, and:
   the associations are ~/.config/mimeapps.list), so that a type nothing opens is a clear error
   naming the type instead of a timeout;
 - fail at once when xdg-open itself fails, with its exit status;
-- after the window appears, wait until the window's process has gone idle (under 10 % of a CPU
-  over half a second; at most `settle` seconds): LibreOffice, for one, titles its window
+- after the window appears, wait until the window's process has gone idle (no thread running or
+  runnable for about half a second; at most `settle` seconds): LibreOffice, for one, titles its window
   before its toolbars exist, and keys typed into it then are lost. Doing this here makes what
   follows an `open` step (an agent's or an oracle's first keys) deterministic under load.
 """
@@ -21,8 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-IDLE_WINDOW_S = 0.5
-IDLE_CPU_SHARE = 0.10
+IDLE_SAMPLES = 6
 
 
 class OpenError(Exception):
@@ -67,26 +66,32 @@ def windows() -> list[tuple[str, int, str]]:
     return rows
 
 
-def _cpu_ticks(pid: int) -> int | None:
+def _running(pid: int) -> bool:
+    """Whether a thread of `pid` is running or waiting to run (state R or D)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime (all threads)
-    except (OSError, IndexError, ValueError):
-        return None
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("R", "D"):
+                    return True
+    except (OSError, IndexError):
+        pass
+    return False
 
 
 def wait_idle(pid: int, timeout: float) -> bool:
-    """Wait until `pid` uses under IDLE_CPU_SHARE of a CPU over IDLE_WINDOW_S; False on timeout."""
-    hz = os.sysconf("SC_CLK_TCK")
+    """Wait until no thread of `pid` was running or runnable in IDLE_SAMPLES samples 0.1 s
+    apart (one stray sample allowed); False on timeout. Run states, not CPU time: on a loaded
+    machine a busy app gets little CPU time but stays runnable."""
     deadline = time.monotonic() + timeout
-    last = _cpu_ticks(pid)
-    while last is not None and time.monotonic() < deadline:
-        time.sleep(IDLE_WINDOW_S)
-        now = _cpu_ticks(pid)
-        if now is None or (now - last) / hz < IDLE_CPU_SHARE * IDLE_WINDOW_S:
+    recent: list[bool] = []
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
             return True
-        last = now
-    return last is None
+        recent = (recent + [_running(pid)])[-IDLE_SAMPLES:]
+        if len(recent) == IDLE_SAMPLES and sum(recent) <= 1:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def open_and_wait(path: Path, timeout: float = 60.0, settle: float = 20.0) -> str:
