@@ -171,10 +171,13 @@ async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allo
     `max_wait`), bash calls through `client.execute` (only with `allow_bash`). After every
     step, a `settle` pause (what the agent's computer tool waits before its end-of-turn
     screenshot), then `await on_step(step_number)` (1-based), e.g. the side-task checker; its
-    return values are returned. With `idle` (default), every wait and every step also waits
-    until the desktop is idle (`quiesce`), so that an oracle plays the same on a loaded machine."""
+    return values are returned. With `idle` (default), the first step, every wait and every step
+    also wait until the desktop is idle (`quiesce`), so that an oracle plays the same on a
+    loaded machine."""
     scale = scale or Scale.identity(1920, 1080)
     out = []
+    if idle:  # setup may leave an app still starting
+        await quiesce(client)
     for i, step in enumerate(oracle.steps, start=1):
         for call in step.calls:
             if call.tool == "bash":
