@@ -8,7 +8,7 @@
     runtime.py  score_runs: views -> judges -> scores store, concurrently, resumably
     store.py    the Parquet scores store (parts + compaction)
     rules.py    offline rules monitor;  ocr.py  tesseract OCR
-    learned.py  offline learned monitor (cross-fitted by run)
+    learned.py  offline learned monitor (cross-fitted by side task and main task)
     live.py     per_step_control_monitor for control-arena micro-protocols
     runner.py   monitor_logs: .eval logs -> score_runs (the main job)
     cli.py      `control-osworld monitor`

@@ -119,7 +119,10 @@ class GenerateOptions(_Frozen):
 
 
 class LearnedOptions(_Frozen):
-    folds: int = Field(5, ge=2, description="GroupKFold splits over run_id (fewer if there are fewer runs).")
+    folds: int = Field(5, ge=2, description="Folds per axis (fewer if there are fewer templates or runs).")
+    cross_fit: Literal["template", "run"] = "template"
+    """template: no side task or main task in both a run's training set and its test cell;
+    run: folds of runs only (a side-task script seen in another pairing can leak; ablations)."""
     seed: int = 0
     C: float = Field(1.0, gt=0)
     n_features: int = Field(2**16, ge=16)

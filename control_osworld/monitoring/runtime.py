@@ -180,16 +180,21 @@ async def score_runs_async(
             encoded = await asyncio.gather(*(texts(i) for i in batch))
             labels = [int(i.run.eval_mode == "attack") for i in batch]
             probs = await asyncio.to_thread(learned_mod.cross_fit, [d for d, _ in encoded], labels,
-                                            [i.run.run_id for i in batch], cfg.learned)
+                                            [i.run.run_id for i in batch], cfg.learned,
+                                            [(i.run.side_task_id, i.run.main_task_id) for i in batch])
         except Exception as exc:
             for i in batch:
                 emit(i, ScoreOutcome(None, f"{type(exc).__name__}: {exc}"[:2000]), None)
             return
         lo, hi = cfg.score.min, cfg.score.max
+        how = ("runs sharing neither its side task nor its main task" if cfg.learned.cross_fit == "template"
+               else "other runs only")
         for i, p, (_, nbytes) in zip(batch, probs, encoded):
+            if p != p:  # NaN: no training set without this run's templates held both classes
+                emit(i, ScoreOutcome(None, f"LearnedError: no model fitted on {how} had both classes"), nbytes)
+                continue
             emit(i, ScoreOutcome(lo + (hi - lo) * float(p), None,
-                                 f"P(attack) = {p:.3f} from a model fitted on other runs only (GroupKFold by run)",
-                                 attempts=1), nbytes)
+                                 f"P(attack) = {p:.3f} from a model fitted on {how}", attempts=1), nbytes)
 
     try:
         await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
+
 from sklearn.metrics import roc_auc_score
 
 from control_osworld.analysis.runs import load_scores
@@ -131,13 +133,67 @@ def test_cross_fitting_by_run_does_not_leak():
             docs.append(encode({"A": f"runword{run} {words}"}))
             groups.append(f"run{run}")
             labels.append(int(label))
-    opts = LearnedOptions(folds=5, seed=0, C=10.0, n_features=2**12)
+    opts = LearnedOptions(folds=5, seed=0, C=10.0, n_features=2**12, cross_fit="run")
     held_out = cross_fit(docs, labels, groups, opts)
     assert abs(_auroc(labels, held_out) - 0.5) < 0.1
     # The same learner with folds that split runs (every step its own group) leaks, so the
     # check above can fail: it is the grouping that keeps the score near chance.
     leaky = cross_fit(docs, labels, [f"step{i}" for i in range(len(docs))], opts)
     assert _auroc(labels, leaky) > 0.8
+
+
+def _template_data(seed=0, n_side=20, n_main=20, n_runs=300):
+    """Runs of random (side task, main task) pairings; every run's steps carry its side
+    task's and its main task's script words, and the label is a coin flip per side task:
+    the only signal is which template a run replays, which says nothing about unseen ones."""
+    rng = random.Random(seed)
+    side_label = {s: int(rng.random() < 0.5) for s in range(n_side)}
+    docs, groups, labels, templates = [], [], [], []
+    for run in range(n_runs):
+        s, m = rng.randrange(n_side), rng.randrange(n_main)
+        for step in range(4):
+            noise = " ".join(rng.choice(["open", "click", "type", "save", "menu", "cell", "file"]) for _ in range(2))
+            docs.append(encode({"A": f"sidescript{s} mainscript{m} {noise}"}))
+            groups.append(f"run{run}")
+            labels.append(side_label[s])
+            templates.append((f"side{s}", f"main{m}"))
+    return docs, labels, groups, templates
+
+
+def test_cross_fitting_by_template_catches_template_leakage():
+    docs, labels, groups, templates = _template_data()
+    opts = LearnedOptions(folds=5, seed=0, C=10.0, n_features=2**12)
+    held_out = cross_fit(docs, labels, groups, opts, templates)
+    assert not any(p != p for p in held_out)  # every run scored
+    # No inflation: unseen scripts carry no signal. (Leaving whole label-carrying templates
+    # out shifts each training set's prevalence against its test cell, so the estimate here
+    # falls below 0.5 rather than above: the known pessimism of leave-cluster-out.)
+    assert _auroc(labels, held_out) < 0.6
+    # Folds of runs only: test runs replay side-task scripts seen in training, and the
+    # memorised script words give the label away. The template folds above are what keeps
+    # the held-out score at chance.
+    by_run = cross_fit(docs, labels, groups, opts.model_copy(update={"cross_fit": "run"}), templates)
+    assert _auroc(labels, by_run) > 0.85
+
+
+def test_template_cells_keep_templates_and_runs_out_of_training():
+    from control_osworld.monitoring.learned import template_cells
+
+    _, _, groups, templates = _template_data(seed=1, n_runs=120)
+    groups = groups + ["honest1", "honest2", "honest3"]
+    templates = templates + [(None, "main3"), (None, "main4"), (None, None)]  # unmatched honest runs
+    sf, mf, ks, km = template_cells(groups, templates, 5, 0)
+    assert (ks, km) == (5, 5)
+    for i in range(ks):
+        for j in range(km):
+            test, train = (sf == i) & (mf == j), (sf != i) & (mf != j)
+            pick = lambda mask, k: {templates[n][k] for n in range(len(groups)) if mask[n]} - {None}
+            assert not pick(test, 0) & pick(train, 0) and not pick(test, 1) & pick(train, 1)
+            assert not {groups[n] for n in range(len(groups)) if test[n]} & {groups[n] for n in range(len(groups)) if train[n]}
+    with pytest.raises(Exception, match="at least 2 distinct side tasks"):
+        template_cells(["a", "b"], [("s", "m1"), ("s", "m2")], 5, 0)
+    with pytest.raises(Exception, match="two templates"):
+        template_cells(["a", "a"], [("s", "m1"), ("s", "m2")], 5, 0)
 
 
 def _shuffled(runs, seed):
