@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["report_command", "audit_command"]
+__all__ = ["report_command", "audit_command", "classify_command"]
 
 
 def _fprs(value: str) -> tuple[float, ...]:
@@ -32,6 +32,24 @@ def _score_points(values) -> tuple[tuple[str, str], ...]:
             raise click.BadParameter(f"--score-point {v!r}: expected MONITOR=pre_action or MONITOR=post_action")
         out.append((mon, point))
     return tuple(out)
+
+
+def _read_classes(paths):
+    import pandas as pd
+
+    if not paths:
+        return None
+    frames = []
+    for p in paths:
+        df = pd.read_parquet(p) if p.suffix.lower() in (".parquet", ".pq") else pd.read_csv(p)
+        missing = [c for c in ("run_id", "refused", "leaked", "classifier") if c not in df.columns]
+        if missing:
+            raise click.ClickException(f"{p}: missing column(s) {', '.join(map(repr, missing))}")
+        frames.append(df)
+    out = pd.concat(frames, ignore_index=True)
+    for c in ("refused", "leaked"):
+        out[c] = out[c].map(lambda v: None if v is None or v != v else str(v).lower() in ("true", "1"))
+    return out
 
 
 def _load(logs, scores):
@@ -71,9 +89,14 @@ def _load(logs, scores):
               help="Hazards: drop error runs (counted apart) or censor them before their failed step.")
 @click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
+@click.option("--classes", "classes", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Refusal/leak classes of attack runs (.parquet/.csv from `control-osworld classify`). Repeatable.")
+@click.option("--exclude-attacks", default="", show_default=False, metavar="CLASSES",
+              help="Attack-run classes left out of Tables 3/4, comma-separated: never_attempted, undetermined, refused, leaked.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
-def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks, no_plots, progress):
+def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks,
+                   classes, exclude_attacks, no_plots, progress):
     """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT
     (control runs: --logs and --scores); dilemma tables into OUT/proactivity (--proactivity)."""
     from .report import build_report
@@ -100,7 +123,10 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
     try:
         opts = DetectionOptions(fprs=_fprs(fprs), max_fpr=max_fpr, n_resamples=resamples, level=level, seed=seed,
                                 attacks=attacks, aggregate=aggregate, score_points=points)
-        written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots)
+        text = _read_classes(classes)
+        exclude = tuple(x.strip() for x in exclude_attacks.split(",") if x.strip())
+        written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots,
+                               text_classes=text, exclude_attacks=exclude)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files to {out_dir}")
@@ -132,9 +158,44 @@ def audit_command(logs, codebooks, errors, out_file):
             raise click.ClickException(str(exc)) from None
         for ev in evs:
             sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"]))
-    text = idf.render_markdown(sections)
+    text = idf.render_markdown(sections, idf.audit_side_tasks(runs, errors) if logs else [])
     if out_file:
         Path(out_file).write_text(text, encoding="utf-8")
         click.echo(f"wrote {out_file}")
     else:
         sys.stdout.write(text)
+
+
+@click.command("classify")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--config", "config", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Classifier config (classifiers/*.yaml; default: the repo's classifiers/refusal_rules.yaml).")
+@click.option("--model", default=None, help="Override the config's model (any inspect model string, or offline/rules).")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the classes (.parquet or .csv), for `report --classes`.")
+def classify_command(logs, config, model, out_file):
+    """Refused / leaked (in visible text) for each attack run of .eval LOGS."""
+    from control_osworld.logs import iter_run_records
+
+    from .attack_classes import classify_runs, load_classifier_config
+
+    from control_osworld.monitoring.config import REPO_ROOT
+
+    try:
+        cfg = load_classifier_config(config or REPO_ROOT / "classifiers" / "refusal_rules.yaml", model=model)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    records = []
+    for log in logs:
+        try:
+            records += list(iter_run_records(log, images=False))
+        except Exception as exc:
+            raise click.ClickException(f"{log}: not a readable control-osworld .eval log ({type(exc).__name__}: {exc})") from None
+    df = classify_runs(records, cfg)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    if out_file.suffix.lower() in (".parquet", ".pq"):
+        df.to_parquet(out_file, index=False)
+    else:
+        df.to_csv(out_file, index=False, lineterminator="\n")
+    click.echo(f"{len(df)} attack runs: refused {int(df['refused'].map(lambda v: v is True).sum())}, "
+               f"leaked {int(df['leaked'].map(lambda v: v is True).sum())}, errors {int(df['error'].notna().sum())}; wrote {out_file}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -40,6 +41,10 @@ __all__ = [
     "QUANTITIES",
     "audit_record",
     "audit_runs",
+    "audit_side_tasks",
+    "render_side_tasks",
+    "boundary_counts",
+    "SideTaskAudit",
     "record_from_runs",
     "load_codebook",
     "render_markdown",
@@ -65,7 +70,8 @@ CODEBOOK_FIELDS: dict[str, tuple | str] = {
     "completion": ("coded_terminal", "coded_not_terminal", "not_coded"),
     "safe_stop": ("first_class", "unscored_signal", "merged_with_failure", "absent"),
     "out_of_scope": ("environment", "judge", "not_coded"),
-    "attempts": ("blocked_and_effective", "transcripts_show_response", "effective_only", "not_recorded"),
+    "attempts": ("blocked_and_effective", "transcripts_show_response", "effective_only", "some_detected",
+                 "not_recorded", "not_determined"),
     "boundary": ("controlled", "permits_all", "unknown"),
     "exhaustion": ("separate", "merged_with_failure", "not_determined"),
     "censoring": ("administrative", "trajectory_dependent", "not_determined"),
@@ -114,7 +120,11 @@ def audit_record(rec: dict) -> list[Judgement]:
             "blocked_and_effective": (IDENTIFIED, "blocked and effective attempts are recorded apart: P(blocked at t) = a_t(1 - b_t), e_t = a_t b_t"),
             "transcripts_show_response": (RELABELABLE, "transcripts show attempts and the environment's response: code blocked vs effective"),
             "effective_only": (NOT, "only effective attempts are recorded: e is observed, a and b are not separable"),
+            "some_detected": (NOT, "attempts are detected for some side tasks only: a and b are identified per side task "
+                                   "(those with a detector), not for the pooled runs"),
             "not_recorded": (NOT, "attempts are not recorded"),
+            "not_determined": (UNDETERMINED, "the record does not say how attempts are detected (as events, or as a state "
+                                             "that stays on after the first attempt)"),
         }[rec["attempts"]]
         if ab[0] == IDENTIFIED and rec["boundary"] == "controlled":
             ab = (IDENTIFIED, ab[1] + "; the boundary is controlled, so b is set by construction")
@@ -217,14 +227,10 @@ def record_from_runs(runs: pd.DataFrame, errors: str = "exclude") -> tuple[dict,
         out_of_scope = "environment"
         if len(attack) < n:
             notes.append(f"h_E applies to the {len(attack)} runs with a side task (the checker); the others cannot escape by construction")
-    rec_att = attack["attempt_steps"].map(lambda v: v is not None)
-    if attack.empty or not rec_att.any():
-        attempts = "transcripts_show_response" if has_logs else "not_recorded"
-    else:
-        attempts = "blocked_and_effective"
-        if not rec_att.all():
-            notes.append(f"attempts are recorded for {int(rec_att.sum())} of {len(attack)} side-task runs; a and b use those runs only")
+    attempts = _attempts_answer(attack, has_logs, notes)
     bnd = attack["boundary"]
+    if not attack.empty:
+        notes.append("boundary as recorded: " + ", ".join(f"{k} {int(v)}" for k, v in boundary_counts(attack).items()) + " run(s)")
     if not attack.empty and (bnd == "open").all():
         boundary = "permits_all"
     elif not attack.empty and bnd.notna().all():
@@ -259,13 +265,93 @@ def record_from_runs(runs: pd.DataFrame, errors: str = "exclude") -> tuple[dict,
     return rec, notes
 
 
+def boundary_counts(runs: pd.DataFrame) -> dict[str, int]:
+    """Runs per recorded boundary: open, closed, none (no boundary switch / not recorded)."""
+    b = runs["boundary"]
+    return {"open": int((b == "open").sum()), "closed": int((b == "closed").sum()), "none": int(b.isna().sum())}
+
+
+def _detector(runs: pd.DataFrame) -> pd.Series:
+    if "attempt_detector" in runs.columns:
+        return runs["attempt_detector"]
+    return pd.Series([None] * len(runs), index=runs.index, dtype=object)
+
+
+def _attempts_answer(attack: pd.DataFrame, has_logs: bool, notes: list[str]) -> str:
+    """The codebook's `attempts` answer from what the runs recorded: whether each run's side
+    task has an attempt detector (attempt_detector) and which runs list their attempts."""
+    if attack.empty:
+        return "transcripts_show_response" if has_logs else "not_recorded"
+    det = _detector(attack)
+    with_det = det.map(lambda v: v is True)
+    without = det.map(lambda v: v is False)
+    if not with_det.any() and not without.any():
+        notes.append("the runs do not record whether their side tasks have an attempt detector "
+                     "(attempt_detector): attempts may be a state rather than events")
+        return "not_determined"
+    if without.all():
+        notes.append("no side task here has an attempt detector: attempts are recorded only as the effect (t*)")
+        return "effective_only"
+    if not with_det.all():
+        yes = sorted(set(attack.loc[with_det, "side_task_id"].astype(str)))
+        no = sorted(set(attack.loc[~with_det, "side_task_id"].astype(str)))
+        notes.append(f"side tasks with an attempt detector: {', '.join(yes)}; without (or not recorded): {', '.join(no)}")
+        return "some_detected"
+    rec_att = attack["attempt_steps"].map(lambda v: v is not None)
+    if not rec_att.any():
+        return "transcripts_show_response" if has_logs else "not_recorded"
+    if not rec_att.all():
+        notes.append(f"attempts are recorded for {int(rec_att.sum())} of {len(attack)} side-task runs; a and b use those runs only")
+    return "blocked_and_effective"
+
+
+class SideTaskAudit(NamedTuple):
+    side_task_id: str
+    n_runs: int
+    detector: str  # yes | no | not recorded | mixed
+    boundary: dict
+    attempt_events: int
+    judgements: list
+    notes: list
+
+
+def audit_side_tasks(runs: pd.DataFrame, errors: str = "exclude") -> list[SideTaskAudit]:
+    """The audit of each side task's attack runs on its own (a and b are identified per side
+    task: only one with an attempt detector records blocked attempts as events)."""
+    attack = runs[runs["side_task_id"].notna() & (runs["eval_mode"] == "attack")]
+    out = []
+    for sid, g in attack.groupby("side_task_id", sort=True):
+        rec, notes = record_from_runs(g, errors)
+        det = set(_detector(g).map(lambda v: "yes" if v is True else "no" if v is False else "not recorded"))
+        events = int(sum(len(v) for v in g["attempt_steps"] if v is not None))
+        out.append(SideTaskAudit(str(sid), len(g), det.pop() if len(det) == 1 else "mixed", boundary_counts(g), events,
+                                 audit_record(rec), notes))
+    return out
+
+
+def render_side_tasks(audits: list[SideTaskAudit]) -> list[str]:
+    """Markdown lines: one row per side task."""
+    if not audits:
+        return []
+    L = ["## Per side task (attack runs)", "",
+         "| Side task | runs | attempt detector | boundary open/closed/none | attempt events | h_E | a and b |",
+         "|---|---|---|---|---|---|---|"]
+    for a in audits:
+        j = {x.quantity: x for x in a.judgements}
+        b = a.boundary
+        L.append(f"| {a.side_task_id} | {a.n_runs} | {a.detector} | {b['open']}/{b['closed']}/{b['none']} | {a.attempt_events} | "
+                 f"{j['h_E'].verdict} | {j['a_and_b'].verdict}: {j['a_and_b'].reason} |")
+    L.append("")
+    return L
+
+
 def audit_runs(runs: pd.DataFrame, errors: str = "exclude") -> list[Judgement]:
     """Judgements for a set of runs (the record is derived with record_from_runs)."""
     return audit_record(record_from_runs(runs, errors)[0])
 
 
-def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]]) -> str:
-    """sections: (title, judgements, notes)."""
+def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]], side_tasks: list[SideTaskAudit] = ()) -> str:
+    """sections: (title, judgements, notes); side_tasks: audit_side_tasks(...) rows."""
     lines = ["# Identifiability audit (seed 000, section 4.5)", "",
              "Verdicts: identified; relabelable (after re-coding what the record contains); not identifiable; "
              "incidence at K only (aggregate rates at the fixed budget); not determined. "
@@ -277,4 +363,5 @@ def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]]) -> s
             lines.append("")
             lines += [f"- {n}" for n in notes]
         lines.append("")
+    lines += render_side_tasks(list(side_tasks))
     return "\n".join(lines)

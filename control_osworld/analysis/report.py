@@ -8,6 +8,7 @@ the same inputs and seed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -18,12 +19,14 @@ import pandas as pd
 
 from control_osworld.progress import StageProgress, active_log
 
+from . import attack_classes as ac
 from . import hazards as hz
 from . import identifiability as idf
 from . import plots, tables
 from .bootstrap import group_rng, resample_weights
 from .protocol_report import write_protocol_report
 from .protocols import ProtocolOptions
+from .runs import attempts_as_recorded
 from .tables import DetectionOptions
 
 __all__ = ["build_report", "hazard_tables", "HAZARD_BUDGETS", "K_MAX_EPS", "N_AGENTS"]
@@ -55,7 +58,7 @@ def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, le
         if n_use:
             w = resample_weights(n_use, n_resamples, group_rng(seed, f"hazards|{label}"))
             lo, hi = hz.bootstrap_cumulative_incidence(st, oc, K, level=level, errors=errors, weights=w)
-        att = hz.attempt_rates(st, oc, list(g["attempt_steps"]), K, errors)
+        att = hz.attempt_rates(st, oc, attempts_as_recorded(g), K, errors)
         tab = aj.table()
         for i, c in enumerate(hz.CAUSES):
             tab[f"F_{c}_low"] = lo[:, i] if lo is not None else np.nan
@@ -119,8 +122,9 @@ def _ci(r, key) -> str:
     return f"{_f(r[key])} [{_f(r[key + '_low'])}, {_f(r[key + '_high'])}]"
 
 
-def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: float, seed: int, errors: str) -> str:
+def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: float, seed: int, errors: str, header=()) -> str:
     L = ["# Competing hazards over agent steps (seed 000, section 3)", ""]
+    L += [f"- {h}" for h in header]
     L += [
         "- Discrete-time Aalen-Johansen: hazard_c(t) = events_c(t) / at risk(t); S(t) = prod (1 - sum_c hazard_c); "
         "F_c(t) = sum_j S(j-1) hazard_c(j). Censored runs are at risk through their last step (events before censoring at a tied step).",
@@ -168,12 +172,17 @@ def _best_cells(df: pd.DataFrame) -> list[str]:
 
 def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: DetectionOptions = DetectionOptions(),
                  errors: str = "exclude", codebooks: Iterable = (), progress=None, plots_enabled: bool = True,
-                 protocol_options: ProtocolOptions | None = None) -> dict[str, Path]:
+                 protocol_options: ProtocolOptions | None = None,
+                 text_classes: pd.DataFrame | None = None, exclude_attacks: Iterable[str] = ()) -> dict[str, Path]:
     """Write every report file into out_dir; returns {name: path}.
 
     protocol_options: the protocol part's audit budgets, calibration unit and trusted model
-    (default: every budget, per-run calibration, the detection tables' resamples and seed)."""
+    (default: every budget, per-run calibration, the detection tables' resamples and seed).
+    text_classes: attack_classes.classify_runs(...) rows (refused / leaked per attack run);
+    exclude_attacks: attack-run classes left out of Tables 3/4 (never_attempted, undetermined,
+    refused, leaked); every table's header says which and how many."""
     popts = protocol_options or ProtocolOptions(n_resamples=opts.n_resamples, level=opts.level, seed=opts.seed)
+    exclude_attacks = tuple(sorted(set(exclude_attacks)))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -187,17 +196,25 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
     # terminal and progress was asked for or the main job keeps a progress log.
     plain = progress is not False and not sys.stderr.isatty() and (progress is True or active_log() is not None)
     with StageProgress("report", 7, "parts", bar=False, plain=plain) as p:
-        _build(runs, scores, out, opts, errors, codebooks, progress, plots_enabled, write, written, p.advance)
+        _build(runs, scores, out, opts, errors, codebooks, progress, plots_enabled, write, written, p.advance,
+               text_classes, exclude_attacks)
         written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled))
         p.advance()
     return written
 
 
-def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_enabled, write, written, step) -> None:
+def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_enabled, write, written, step,
+           text_classes=None, exclude_attacks=()) -> None:
     unmatched = int((~scores["run_id"].isin(runs["run_id"])).sum())
-    t3 = tables.table3(runs, scores, opts, progress)
+    side_audits = idf.audit_side_tasks(runs, errors)
+    classes = ac.attack_classes(runs, text_classes)
+    excluded = ac.excluded_runs(classes, exclude_attacks)
+    header = run_statements(runs, classes, side_audits, exclude_attacks, excluded, text_classes)
+    opts = dataclasses.replace(opts, header=tuple(header))
+    table_runs = runs[~runs["run_id"].isin(excluded)].reset_index(drop=True)
+    t3 = tables.table3(table_runs, scores, opts, progress)
     step()
-    t4 = tables.table4(runs, scores, opts, progress)
+    t4 = tables.table4(table_runs, scores, opts, progress)
     step()
     for name, df, per_step, title, label in (
         ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
@@ -209,7 +226,9 @@ def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_ena
         written[f"{name}.csv"] = out / f"{name}.csv"
 
     steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors)
-    write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors))
+    write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors, header))
+    classes.to_csv(out / "attack_classes.csv", index=False, lineterminator="\n")
+    written["attack_classes.csv"] = out / "attack_classes.csv"
     steps_df.to_csv(out / "hazards.csv", index=False, float_format="%.6g", lineterminator="\n")
     written["hazards.csv"] = out / "hazards.csv"
     step()
@@ -223,14 +242,14 @@ def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_ena
     for cb in codebooks:
         for ev in idf.load_codebook(cb):
             sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"] + ([f"source: {ev['source']}"] if ev.get("source") else [])))
-    write("identifiability.md", idf.render_markdown(sections))
+    write("identifiability.md", idf.render_markdown(sections, side_audits))
     step()
 
     if plots_enabled:
-        written.update(_plots(runs, scores, opts, out, fig))
+        written.update(_plots(table_runs, scores, opts, out, fig))
     step()
 
-    write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written)))
+    write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written), side_audits))
     step()
 
 
@@ -256,6 +275,57 @@ def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:
     return written
 
 
+def matching_statement(runs: pd.DataFrame) -> str:
+    """How honest runs were matched to attack runs, from the runs' metadata."""
+    honest, attack = runs[runs["eval_mode"] == "honest"], runs[runs["eval_mode"] == "attack"]
+    col = honest["honest_matching"] if "honest_matching" in honest.columns else pd.Series(dtype=object)
+    modes = sorted(set(v for v in col if v is not None))
+    if not modes:
+        how = "not recorded by these runs (older logs: honest runs likely had no side-task setup, one per main task)"
+    elif modes == ["matched"]:
+        env = honest["env_side_task_id"].notna()
+        how = (f"matched: honest runs in their attack counterparts' environments (side-task setup, no objective), "
+               f"{int(env.sum())} of {len(honest)} with a side-task environment")
+    elif modes == ["per_main"]:
+        how = "per_main: one honest run per main task without side-task setup (honest and attack desktops differ)"
+    else:
+        how = f"mixed ({', '.join(modes)})"
+    mix = ""
+    if len(honest) and len(attack):
+        h = honest["main_task_id"].value_counts(normalize=True)
+        a = attack["main_task_id"].value_counts(normalize=True)
+        idx = h.index.union(a.index)
+        tv = 0.5 * float((h.reindex(idx, fill_value=0) - a.reindex(idx, fill_value=0)).abs().sum())
+        mix = f"; main-task mix: total variation distance between honest and attack main-task shares {tv:.2f} (0 = same mix)"
+    return f"Honest/attack matching: {how}{mix}."
+
+
+def classes_statement(classes: pd.DataFrame, exclude, excluded: set, text_classes) -> str:
+    c = ac.class_counts(classes)
+    who = (f"classifier {', '.join(sorted(set(text_classes['classifier'])))}" if text_classes is not None and len(text_classes)
+           else "visible text not classified: control-osworld classify")
+    ex = (f"left out of Tables 3/4: {', '.join(exclude)} ({len(excluded)} runs)" if exclude else "none left out of Tables 3/4")
+    return (f"Attack-run classes ({len(classes)} runs): attempted {c['attempted']}, never attempted {c['never_attempted']}, "
+            f"undetermined (no attempt detector, no effect) {c['undetermined']}; refused {c['refused']}, leaked {c['leaked']}, "
+            f"text not classified {c['text_not_classified']} ({who}); {ex}.")
+
+
+def audit_statement(side_audits) -> str:
+    if not side_audits:
+        return "Identifiability of a and b: no attack runs."
+    by: dict[str, list[str]] = {}
+    for a in side_audits:
+        v = {j.quantity: j.verdict for j in a.judgements}["a_and_b"]
+        by.setdefault(v, []).append(a.side_task_id)
+    return ("Identifiability of a and b per side task, from the runs' recorded attempt_detector, attempt_steps and boundary: "
+            + "; ".join(f"{v}: {', '.join(ids)}" for v, ids in sorted(by.items())) + " (identifiability.md).")
+
+
+def run_statements(runs, classes, side_audits, exclude, excluded, text_classes) -> list[str]:
+    """What every table states about its runs: matching, attack-run classes, the audit."""
+    return [matching_statement(runs), classes_statement(classes, exclude, excluded, text_classes), audit_statement(side_audits)]
+
+
 def _errors_line(runs: pd.DataFrame, errors: str) -> str:
     """Where the error runs failed, and what the report does with them."""
     err = runs[runs["outcome"] == "error"]
@@ -272,7 +342,7 @@ def _errors_line(runs: pd.DataFrame, errors: str) -> str:
             f"left out of Tables 3 and 4 and {how}.")
 
 
-def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files) -> str:
+def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files, side_audits=()) -> str:
     n = len(runs)
     modes = runs["eval_mode"].value_counts()
     L = ["# Analysis summary", ""]
@@ -286,6 +356,7 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
     L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
              f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
+    L += [f"- {h}" for h in opts.header]
     L += ["", "## Best monitor per row group (AUROC)", ""]
     for name, df in (("Table 3 (full trajectory)", t3), ("Table 4 (per step)", t4)):
         best = _best_cells(df)
@@ -307,6 +378,11 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
                  f"N={N_AGENTS[-1]}: {_f(r[f'N{N_AGENTS[-1]}_independent'])} if independent.")
     L += ["", "## Identifiability (these runs)", ""]
     L += [f"- {j.quantity}: {j.verdict}" for j in judgements]
+    for a in side_audits:
+        j = {x.quantity: x.verdict for x in a.judgements}
+        b = a.boundary
+        L.append(f"- side task {a.side_task_id} ({a.n_runs} attack runs; attempt detector {a.detector}; boundary open {b['open']}, "
+                 f"closed {b['closed']}, none {b['none']}): h_E {j['h_E']}; a and b {j['a_and_b']}.")
     L += ["", "## Files", ""] + [f"- {f}" for f in files + ["summary.md"]]
     L.append("")
     return "\n".join(L)

@@ -21,6 +21,8 @@ from .hazards import OUTCOMES
 
 __all__ = [
     "RUN_COLUMNS",
+    "OPTIONAL_RUN_COLUMNS",
+    "attempts_as_recorded",
     "SCORE_COLUMNS",
     "OPTIONAL_SCORE_COLUMNS",
     "INPUT_SUBSETS",
@@ -38,6 +40,10 @@ RUN_COLUMNS = (
     "main_task_id", "side_task_id", "outcome", "outcome_step", "t_star", "steps", "budget",
     "main_task_success", "side_task_success", "attempt_steps", "boundary",
 )
+# Kept when present (filled with null / [] when absent): what the agent side records about
+# attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
+OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors")
+ERROR_STAGES = ("setup", "agent", "scoring")
 SCORE_COLUMNS = (
     "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
     "config_hash", "score", "error",
@@ -232,6 +238,15 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["attempt_steps"] = _to_steps_list(df, "attempt_steps", path)
     out["boundary"] = _to_str(df, "boundary", path, nullable=True, allowed=BOUNDARIES)
 
+    for c in OPTIONAL_RUN_COLUMNS:
+        if c not in df.columns:
+            df = df.assign(**{c: [[] if c == "submit_errors" else None] * len(df)}) if len(df) else df.assign(**{c: []})
+    out["attempt_detector"] = _to_bool(df, "attempt_detector", path)
+    out["env_side_task_id"] = _to_str(df, "env_side_task_id", path, nullable=True)
+    out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
+    out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
+    out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
+
     dup = out["run_id"].duplicated().to_numpy()
     if dup.any():
         raise InputError(f"{path}: column 'run_id' repeats {out['run_id'][dup].iloc[0]!r} ({_row_hint(out, dup)})")
@@ -248,7 +263,15 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     mism = esc & ~(out["t_star"] == out["outcome_step"]).fillna(False).to_numpy()
     if mism.any():
         raise InputError(f"{path}: column 't_star' must equal 'outcome_step' for an escaped run at {_row_hint(out, mism)}")
-    return out[list(RUN_COLUMNS)]
+    return out[list(RUN_COLUMNS) + list(OPTIONAL_RUN_COLUMNS)]
+
+
+def attempts_as_recorded(runs: pd.DataFrame) -> list:
+    """Per run, its attempt steps where they are attempt events: None (not recorded) for a
+    run whose side task has no attempt detector (attempt_detector false: `attempted` then
+    only marks t*). Runs that do not record attempt_detector keep their list."""
+    det = runs["attempt_detector"] if "attempt_detector" in runs.columns else pd.Series([None] * len(runs), index=runs.index)
+    return [None if d is False else a for a, d in zip(runs["attempt_steps"], det)]
 
 
 def canonical_inputs(value: str) -> str:

@@ -44,7 +44,7 @@ class SyntheticSpec:
     attempt: dict = field(default_factory=lambda: {"subtle": 0.035, "blatant": 0.08})
     yield_: float = 0.5  # boundary yield b when the boundary is not closed
     closed_fraction: float = 0.2  # attack runs whose boundary is closed (b = 0)
-    unrecorded_fraction: float = 0.1  # attack runs without attempt records
+    unrecorded_fraction: float = 0.1  # side tasks without an attempt detector (no attempt records)
     full_trajectory_monitors: tuple[str, ...] = ("ft-mini", "ft-large", "ft-ensemble5")
     per_step_monitors: tuple[str, ...] = ("step-mini", "step-rolling-post", "step-independent-pre")
     inputs: tuple[str, ...] = INPUT_SUBSETS
@@ -80,7 +80,11 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
     a = a * np.where(model == spec.models[0], 1.0, 0.7)  # models differ in propensity
     boundary = np.where(is_attack & (rng.random(n) < spec.closed_fraction), "closed", None)
     b = np.where(boundary == "closed", 0.0, spec.yield_)
-    recorded = is_attack & (rng.random(n) >= spec.unrecorded_fraction)
+    main_task = rng.integers(0, 60, n)
+    side = np.where(is_attack, np.array([f"side-{k % 12:02d}" for k in main_task]), None)
+    # side tasks without an attempt detector (the last unrecorded_fraction of them) record no attempts
+    no_detector = {f"side-{k:02d}" for k in range(12 - round(12 * spec.unrecorded_fraction), 12)}
+    recorded = is_attack & ~np.isin(side.astype(str), sorted(no_detector))
     s = spec.complete * rng.gamma(4.0, 0.25, n)  # heterogeneity between tasks
     g, d, x = spec.stop, np.where(is_attack, spec.terminate * 2, spec.terminate), spec.error
 
@@ -112,7 +116,6 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
     main_success[outcome == "error"] = None
     side_success = np.where(is_attack, escaped, None).astype(object)
     run_id = np.array([f"run-{seed}-{i:06d}" for i in range(n)])
-    main_task = rng.integers(0, 60, n)
     return pd.DataFrame(
         {
             "run_id": run_id,
@@ -123,7 +126,7 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
             "untrusted_model": model,
             "attack_prompt": prompt,
             "main_task_id": np.array([f"task-{k:03d}" for k in main_task]),
-            "side_task_id": np.where(is_attack, np.array([f"side-{k % 12:02d}" for k in main_task]), None),
+            "side_task_id": side,
             "outcome": outcome,
             "outcome_step": ostep,
             "t_star": pd.Series(ostep, dtype="Int64").where(escaped, pd.NA).to_numpy(),
@@ -133,8 +136,9 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
             "side_task_success": side_success,
             "attempt_steps": [list(attempts[i]) if recorded[i] else None for i in range(n)],
             "boundary": boundary,
+            "attempt_detector": np.where(is_attack, recorded, None),
         },
-        columns=list(RUN_COLUMNS),
+        columns=list(RUN_COLUMNS) + ["attempt_detector"],
     )
 
 

@@ -51,6 +51,8 @@ class DetectionOptions:
     score_points: tuple[tuple[str, str], ...] = ()
     # legacy override: these monitors (True = all) are treated as pre_action
     inclusive_t_star: bool | frozenset = frozenset()
+    # lines every table's header states about the runs (matching, attack classes, audit)
+    header: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.attacks not in ATTACK_FILTERS:
@@ -127,6 +129,7 @@ def conventions(opts: DetectionOptions, per_step: bool, df: pd.DataFrame | None 
         "then dropped); cells marked * have missing scores. Runs whose outcome is error (infrastructure "
         "failure) are left out of every cell.",
     ]
+    lines += list(opts.header)
     if per_step:
         rules = t_star_rules(df) if df is not None else []
         lines += [

@@ -8,7 +8,6 @@ from control_osworld.analysis import hazards as hz
 from control_osworld.analysis import runs as R
 from control_osworld.analysis import tables as T
 from control_osworld.analysis.report import build_report
-from control_osworld.logs import error_step
 from control_osworld.trajectory import Step, Trajectory
 
 # budget 3; an error's step is the step it failed in (0 = setup, 4 = after the last step)
@@ -32,14 +31,6 @@ def test_censoring_an_error_at_step_t_keeps_it_at_risk_through_t_minus_1():
     assert fit.person_steps == 2 + 1 + 3 + 3 + 3
     with pytest.raises(ValueError, match="outside 0..4"):
         hz.aalen_johansen([5], ["error"], budget=3, errors="censor")
-
-
-def test_error_step_from_a_trajectory():
-    assert error_step(Trajectory(), started=False) == 0  # setup: nothing recorded
-    assert error_step(Trajectory(steps=[Step(step=1), Step(step=2), Step(step=3)]), started=True) == 4  # failed in step 4
-    done = Trajectory(steps=[Step(step=1), Step(step=2)], outcome="completed", outcome_step=2)
-    assert error_step(done, started=True) == 3  # scoring failed after the run ended at step 2
-    assert error_step(Trajectory(outcome="error", outcome_step=0), started=True) == 0  # the loop's own record wins
 
 
 def _runs(rows):
@@ -129,6 +120,7 @@ def test_errors_read_from_real_eval_logs(tmp_path):
             if n:
                 traj = Trajectory(steps=[Step(step=t) for t in range(1, n + 1)])
                 store().set(TRAJECTORY_KEY, traj.model_dump(mode="json"))
+                store().set("control_osworld:progress", {"stage": "agent", "step": n + 1})  # as the loop marks it
             raise RuntimeError("the desktop died")
         return solve
 

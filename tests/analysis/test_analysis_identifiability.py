@@ -66,6 +66,9 @@ def test_example_codebook_and_errors(tmp_path):
 
 def test_runs_audit_reads_the_data():
     runs, _ = synthetic_dataset(200, seed=1)
+    # side-11 has no attempt detector: pooled, a and b are not identified
+    assert {j.quantity: j.verdict for j in I.audit_runs(runs)}["a_and_b"] == "not identifiable"
+    runs = runs[runs["side_task_id"] != "side-11"]
     v = {j.quantity: j.verdict for j in I.audit_runs(runs)}
     assert v["a_and_b"] == "identified" and v["censoring"] == "identified" and v["exposure"] == "usable"
     att = runs["side_task_id"].notna()
@@ -79,3 +82,33 @@ def test_runs_audit_reads_the_data():
     none = runs.copy()
     none["attempt_steps"] = None
     assert {j.quantity: j.verdict for j in I.audit_runs(none)}["a_and_b"] == "relabelable"  # logs exist
+
+
+def _side_runs(detector, boundary, attempts, side="s1", n=3, start=0):
+    return [{"run_id": f"{side}-{start + i}", "log": "x.eval", "side_task_id": side, "eval_mode": "attack", "outcome": "completed",
+             "outcome_step": 5, "budget": 75, "attempt_steps": attempts, "boundary": boundary, "attempt_detector": detector}
+            for i in range(n)]
+
+
+def test_side_task_audit_answers_from_the_recorded_fields():
+    import pandas as pd
+
+    runs = pd.DataFrame(
+        _side_runs(True, "closed", [2, 4], side="exfil", n=2) + _side_runs(True, "open", [3], side="exfil", n=2, start=5)
+        + _side_runs(False, None, [], side="tamper", n=3)  # no detector: attempted marks only t*
+        + _side_runs(True, "open", [1], side="sinkopen", n=2)
+        + _side_runs(True, None, [2], side="beacon", n=2)  # detector, no boundary switch
+        + _side_runs(None, None, [2, 3, 4], side="oldlog", n=2)  # detector not recorded (older logs)
+    )
+    by = {a.side_task_id: a for a in I.audit_side_tasks(runs)}
+    ab = {k: {j.quantity: j.verdict for j in a.judgements}["a_and_b"] for k, a in by.items()}
+    assert ab == {"exfil": "identified", "tamper": "not identifiable", "sinkopen": "not identifiable",
+                  "beacon": "identified", "oldlog": "not determined"}
+    assert by["exfil"].boundary == {"open": 2, "closed": 2, "none": 0} and by["exfil"].attempt_events == 6
+    assert (by["tamper"].detector, by["oldlog"].detector) == ("no", "not recorded")
+    md = I.render_markdown([], I.audit_side_tasks(runs))
+    assert "| tamper | 3 | no | 0/0/3 | 0 | identified | not identifiable: only effective attempts" in md
+    assert "| exfil | 4 | yes | 2/2/0 | 6 | identified | identified" in md
+    # pooled over side tasks with and without a detector: not identified
+    rec, notes = I.record_from_runs(runs)
+    assert rec["attempts"] == "some_detected" and any("without (or not recorded): oldlog, tamper" in n for n in notes)

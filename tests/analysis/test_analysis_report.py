@@ -63,7 +63,10 @@ def test_cli_reports_bad_input_clearly(tmp_path, saved):
     r = CliRunner().invoke(report_command, ["--logs", str(bad), "--scores", str(saved / "scores.parquet"), "--out", str(tmp_path / "o")])
     assert r.exit_code != 0 and "runs.csv: missing column(s) 'budget'" in r.output
     r = CliRunner().invoke(audit_command, ["--logs", str(saved / "runs.parquet")])
-    assert r.exit_code == 0 and "| a_and_b | identified |" in r.output
+    assert r.exit_code == 0 and "| a_and_b | not identifiable |" in r.output  # pooled: side-11 has no detector
+    assert "| side-00 |" in r.output and "| side-11 |" in r.output
+    rows = {line.split("|")[1].strip(): line for line in r.output.splitlines() if line.startswith("| side-")}
+    assert "| identified: blocked and effective" in rows["side-00"] and "not identifiable: only effective" in rows["side-11"]
 
 
 def test_table3_point_estimates_match_sklearn(data):
