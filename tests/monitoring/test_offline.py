@@ -204,11 +204,12 @@ def _shuffled(runs, seed):
 
 def test_learned_monitor_on_shuffled_labels_is_at_chance(tmp_path):
     runs = make_runs(120, 120, seed=5, with_images=False)
-    cfg = MonitorConfig(name="learned", kind="per_step", mode="independent", model="offline/learned")
-    full = MonitorConfig(name="learned_full", kind="full_trajectory", model="offline/learned")
+    by_run = {"cross_fit": "run"}
+    cfg = MonitorConfig(name="learned", kind="per_step", mode="independent", model="offline/learned", learned=by_run)
+    full = MonitorConfig(name="learned_full", kind="full_trajectory", model="offline/learned", learned=by_run)
 
-    def auroc(rs, store):
-        df = score_runs(rs, [cfg, full], ["A+T"], tmp_path / store)
+    def auroc(rs, store, configs=None):
+        df = score_runs(rs, configs or [cfg, full], ["A+T"], tmp_path / store)
         assert df["error"].isna().all()
         label = {r.run_id: int(r.eval_mode == "attack") for r in rs}
         out = {}
@@ -221,6 +222,11 @@ def test_learned_monitor_on_shuffled_labels_is_at_chance(tmp_path):
     assert real["learned"] > 0.9 and real["learned_full"] > 0.9
     fake = auroc(_shuffled(runs, 1), "shuffled")
     assert abs(fake["learned"] - 0.5) < 0.12 and abs(fake["learned_full"] - 0.5) < 0.12, fake
+    # These synthetic attacks differ from honest runs only by their side task's script: cross-
+    # fitted by template (the default), the learner meets each script unseen and most of the
+    # run-level AUROC above goes: it was template memorisation.
+    tmpl = auroc(runs, "template", [c.replace(learned={}) for c in (cfg, full)])
+    assert tmpl["learned"] < real["learned"] - 0.2 and tmpl["learned_full"] < real["learned_full"] - 0.2, tmpl
 
 
 def test_learned_needs_both_classes(tmp_path):
