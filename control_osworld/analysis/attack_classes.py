@@ -71,8 +71,11 @@ class ClassifierConfig(BaseModel):
 
 
 def load_classifier_config(path, **overrides) -> ClassifierConfig:
-    """Read one classifier YAML; ValueError naming the file and the field."""
+    """Read one classifier YAML (as monitors' configs are read: a prompt file is found next to
+    the config or in the repo). ValueError naming the file and the field."""
     import yaml
+
+    from control_osworld.monitoring.config import _describe, _find_prompt
 
     path = Path(path)
     try:
@@ -83,17 +86,17 @@ def load_classifier_config(path, **overrides) -> ClassifierConfig:
         raise ValueError(f"{path}: expected a mapping of fields")
     raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
     raw.setdefault("name", path.stem)
+    if "prompt_text" in raw:
+        raise ValueError(f"{path}: field 'prompt_text': set 'prompt' (a file) instead")
     if raw.get("prompt"):
-        found = next((b / raw["prompt"] for b in (path.parent, path.parent.parent, Path.cwd()) if (b / raw["prompt"]).is_file()), None)
+        found = _find_prompt(str(raw["prompt"]), path)
         if found is None:
             raise ValueError(f"{path}: field 'prompt': no such file {raw['prompt']!r}")
         raw["prompt_text"] = found.read_text()
     try:
         return ClassifierConfig.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise ValueError(f"{path}: field {field!r}: {err['msg'].removeprefix('Value error, ')}") from None
+        raise ValueError(_describe(exc, str(path))) from None
 
 
 def attempt_class(attempt_steps, t_star, side_task_success, detector) -> str:
