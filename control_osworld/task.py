@@ -13,7 +13,7 @@ from pathlib import Path
 
 from control_arena import EvalMode
 from control_arena.eval import ControlEvalConfig, get_control_task
-from inspect_ai import Task, task
+from inspect_ai import Task, task, task_with
 
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
@@ -77,10 +77,13 @@ def osworld_control(
         max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False,
         token_limit=None, epochs=epochs,
     )
-    return get_control_task(setting, protocol, eval_mode, eval_config=config,
-                            task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
-                                                      "untrusted_model": untrusted_model,
-                                                      "reminder_every": reminder_every, "budget": budget})
+    built = get_control_task(setting, protocol, eval_mode, eval_config=config,
+                             task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
+                                                       "untrusted_model": untrusted_model,
+                                                       "reminder_every": reminder_every, "budget": budget})
+    # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
+    # the Task. Without it one sample's desktop error would cancel every other sample.
+    return task_with(built, fail_on_error=False)
 
 
 def _micro_protocol(name: str, policy, monitor: str | None, threshold: float):

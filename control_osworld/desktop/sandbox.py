@@ -60,7 +60,12 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         cfg = _config(config)
         provider = get_provider(cfg.provider)
-        handle = await provider.astart(cfg.desktop, task_name=task_name)
+        try:
+            handle = await provider.astart(cfg.desktop, task_name=task_name)
+        except Exception as e:
+            # A sample error (the task runs with fail_on_error=False): this sample is kept apart
+            # as `error`, the others go on, and `inspect eval-retry` re-runs it.
+            raise DesktopError(f"the {cfg.provider} desktop failed to start: {e}") from e
         try:
             return {"default": cls(handle)}
         except BaseException:

@@ -17,6 +17,9 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai import eval_retry
 
 from control_osworld.catalogue import Catalogue
+from control_osworld.desktop.client import DesktopError
+from control_osworld.desktop.local import LocalProvider
+from control_osworld.desktop.provider import desktop_provider
 from control_osworld.agent.scripted import build_plan
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.task import osworld_control
@@ -187,3 +190,46 @@ def test_protocol_stop_ends_the_run_as_terminated(tmp_path):
     assert all(s.monitor_score is not None and s.monitor_score <= 0.3 for s in t.steps[:-1])
     assert t.steps[-1].actions == []  # the stopped action never ran
     assert t.t_star is None
+
+
+_DOOMED = {"starts": 0, "fail": set()}
+
+
+@desktop_provider("doomed-local")
+class _DoomedProvider(LocalProvider):
+    """Local desktops, except that the n-th start listed in `_DOOMED["fail"]` fails: start 1
+    raises (a desktop that fails to start), start 2 dies right after it started (everything in
+    it killed, as a crash would)."""
+
+    def start(self, spec):
+        _DOOMED["starts"] += 1
+        n = _DOOMED["starts"]
+        if n in _DOOMED["fail"] and n % 2 == 1:
+            raise DesktopError("simulated: the VM did not boot")
+        handle = super().start(spec)
+        if n in _DOOMED["fail"]:
+            super().stop(handle)
+        return handle
+
+
+def test_desktop_errors_stay_with_their_samples_and_retry_reruns_only_them(tmp_path):
+    """Through the `inspect eval` entry (the Task itself carries fail_on_error=False): of four
+    samples, one desktop fails to start and one dies before setup; both end as `error` with the
+    cause, the other two complete, and eval-retry starts desktops only for the two errored."""
+    _DOOMED.update(starts=0, fail={1, 2})
+    task = osworld_control(**DIRS, mode="honest", provider="doomed-local", epochs=2, max_samples=2)
+    [log] = inspect_eval(task, model="scripted/oracle", log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error  # the eval went on
+    errors = sorted(s.error.message for s in log.samples if s.error is not None)
+    assert len(log.samples) == 4 and len(errors) == 2, errors
+    assert any("did not boot" in e and "failed to start" in e for e in errors)
+    assert any("unreachable" in e for e in errors)
+    table = runs_table([log.location])
+    assert sorted(table.outcome) == ["completed", "error", "error", "stopped"]
+    assert table[table.outcome == "error"].main_task_success.isna().all()
+
+    _DOOMED.update(starts=0, fail=set())
+    [retried] = eval_retry(log.location, log_dir=str(tmp_path), display="none")
+    assert _DOOMED["starts"] == 2  # only the errored samples ran again
+    assert retried.status == "success" and all(s.error is None for s in retried.samples)
+    assert sorted(runs_table([retried.location]).outcome) == ["completed", "completed", "stopped", "stopped"]
