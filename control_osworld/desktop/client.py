@@ -2,19 +2,40 @@
 
 Each operation is written once as a `_Req` (method, path, payload, how to read the reply);
 `DesktopClient` sends it synchronously and `AsyncDesktopClient` with asyncio, so the two never
-drift apart.
+drift apart. Operations that depend on what the server offers (`step`, `screenshot`, `execute`
+with stdin/cwd/env) are written once as plans: generators that yield requests, sleeps and CPU
+work, driven by either client.
+
+Any upstream OSWorld server works: the client asks `GET /healthz` which extensions the server
+has (ours lists them; upstream's answers 404, so: none) and falls back to upstream's endpoints,
+`/execute` with upstream's `python -c "import pyautogui; ..."` action form instead of `/step`,
+the full-size `/screenshot` resized here to the size asked for, stdin/cwd/env folded into a
+shell command. Where both servers accept a form, the client sends upstream's (GET /platform,
+GET /cursor_position, form data for /window_size).
 """
 
 from __future__ import annotations
 
 import base64
+import io
+import shlex
+import struct
 import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Generator, Iterable
 
 import httpx
 
 from control_osworld.desktop.provider import DesktopHandle
+
+
+EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env"})
+"""What our server adds to upstream's protocol (`GET /healthz` lists them): `POST /step`,
+`/screenshot?width=&height=`, and `input`/`cwd`/`env`/`timeout` on `/execute`."""
+UPSTREAM_ACTION_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False\n"
+"""What upstream's client puts before every pyautogui action (desktop_env/controllers/python.py;
+a newline instead of its `; ` so that actions may start with a compound statement)."""
 
 
 class DesktopError(RuntimeError):
@@ -41,7 +62,7 @@ class _Req:
     data: dict | None = None
     files: dict | None = None
     read: Callable[[httpx.Response], Any] = field(default=lambda r: r.json())
-    missing_ok: bool = False  # a 404 means "absent" (upstream: anything but 200 = no file)
+    absent: tuple[int, ...] = ()  # statuses that mean "absent": the reply is None
     timeout: float | None = None
 
 
@@ -56,7 +77,7 @@ def _raise_for(r: httpx.Response, req: _Req) -> None:
 
 
 def _finish(r: httpx.Response, req: _Req):
-    if req.missing_ok and r.status_code == 404:
+    if r.status_code in req.absent:
         return None
     _raise_for(r, req)
     return req.read(r)
@@ -91,6 +112,13 @@ class _Ops:
         return _Ops.execute(["python", "-c", code], timeout=timeout)
 
     @staticmethod
+    def healthz() -> _Req:
+        """-> the server's extensions (EXTENSIONS for ours); an empty set when it has no
+        /healthz (upstream's)."""
+        return _Req("GET", "/healthz", read=lambda r: frozenset(r.json().get("extensions", EXTENSIONS)),
+                    absent=(404, 405), timeout=10)
+
+    @staticmethod
     def step(code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60,
              size: tuple[int, int] | None = None) -> _Req:
         """Run pyautogui code, then take a screenshot (resized to `size` in the desktop), in one
@@ -123,15 +151,17 @@ class _Ops:
 
     @staticmethod
     def platform() -> _Req:
-        return _Req("POST", "/platform", read=lambda r: r.text)
+        return _Req("GET", "/platform", read=lambda r: r.text)
 
     @staticmethod
     def cursor_position() -> _Req:
-        return _Req("POST", "/cursor_position", read=lambda r: tuple(r.json()))
+        return _Req("GET", "/cursor_position", read=lambda r: tuple(r.json()))
 
     @staticmethod
     def window_size(app_class_name: str) -> _Req:
-        return _Req("POST", "/window_size", json={"app_class_name": app_class_name}, missing_ok=True)
+        """-> {width, height}, or None (upstream's getter: any non-200 means no such window;
+        upstream's server answers 500 when none exists)."""
+        return _Req("POST", "/window_size", data={"app_class_name": app_class_name}, absent=(400, 404, 500))
 
     @staticmethod
     def desktop_path() -> _Req:
@@ -139,13 +169,14 @@ class _Ops:
 
     @staticmethod
     def list_directory(path: str) -> _Req:
+        """-> {type, name, children}, or None when `path` is no directory (upstream: 400)."""
         return _Req("POST", "/list_directory", json={"path": path}, read=lambda r: r.json()["directory_tree"],
-                    missing_ok=True)
+                    absent=(400, 404))
 
     @staticmethod
     def read_file(path: str) -> _Req:
         """-> bytes, or None when there is no such file (form data, as upstream sends it)."""
-        return _Req("POST", "/file", data={"file_path": path}, read=lambda r: r.content, missing_ok=True)
+        return _Req("POST", "/file", data={"file_path": path}, read=lambda r: r.content, absent=(404,))
 
     @staticmethod
     def write_file(path: str, data: bytes | str) -> _Req:
@@ -160,8 +191,9 @@ class _Ops:
 
     @staticmethod
     def open_file(path: str, timeout: float = 60) -> _Req:
-        return _Req("POST", "/setup/open_file", json={"path": path, "timeout": timeout}, read=lambda r: r.text,
-                    timeout=timeout + 10)
+        # `timeout_seconds` is upstream's name (its default is 1800 s), `timeout` our older one.
+        return _Req("POST", "/setup/open_file", json={"path": path, "timeout": timeout, "timeout_seconds": timeout},
+                    read=lambda r: r.text, timeout=timeout + 10)
 
     @staticmethod
     def activate_window(window_name: str, strict: bool = False, by_class: bool = False) -> _Req:
@@ -174,6 +206,107 @@ class _Ops:
                     json={"window_name": window_name, "strict": strict, "by_class": by_class}, read=lambda r: r.text)
 
 
+@dataclass
+class _Sleep:
+    seconds: float
+
+
+@dataclass
+class _Call:
+    """CPU work inside a plan (the async client runs it in a thread)."""
+    fn: Callable
+    args: tuple
+
+
+Plan = Generator[Any, Any, Any]
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk, without decoding it."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        raise DesktopError("the desktop's screenshot is not a PNG")
+    return struct.unpack(">II", png[16:24])
+
+
+def fit_png(png: bytes, size: tuple[int, int]) -> bytes:
+    """The screenshot at `size` (resized here when the server ignored the size asked for)."""
+    if png_size(png) == tuple(size):
+        return png
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB").resize(tuple(size), Image.BILINEAR, reducing_gap=2.0)
+    buf = io.BytesIO()
+    img.save(buf, "PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def _shell_command(command: str | list[str], shell: bool, cwd: str | None, env: dict[str, str] | None,
+                   stdin_path: str | None) -> str:
+    """`command` as one shell line that sets cwd and env and reads stdin from a file: how the
+    inspect sandbox's exec runs on a server without our /execute extensions."""
+    if isinstance(command, list):
+        line = " ".join(command) if shell else shlex.join(command)
+    else:
+        line = command if shell else shlex.join(shlex.split(command))
+    pre = []
+    if cwd:
+        where = '"$HOME"' + shlex.quote(cwd[1:]) if cwd.startswith("~") else shlex.quote(cwd)
+        pre.append(f"cd -- {where} || exit 1")
+    for k, v in (env or {}).items():
+        if not k.isidentifier():
+            raise DesktopError(f"environment variable name {k!r} is not valid")
+        pre.append(f"export {k}={shlex.quote(str(v))}")
+    body = f"( {line}\n)"
+    if stdin_path:
+        q = shlex.quote(stdin_path)
+        body = f"{body} < {q}; rc=$?; rm -f -- {q}; exit $rc"
+    return "; ".join([*pre, body])
+
+
+class _Plans:
+    """Operations that depend on the server's extensions (`ext`)."""
+
+    @staticmethod
+    def step(ext: frozenset, code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60,
+             size: tuple[int, int] | None = None) -> Plan:
+        """Run pyautogui code, then take a screenshot (at `size`) -> StepResult. Ours: one round
+        trip (/step). Upstream's: /execute with upstream's action form, then /screenshot."""
+        if "step" in ext:
+            return (yield _Ops.step(code, screenshot=screenshot, pause=pause, timeout=timeout, size=size))
+        r = {"returncode": 0, "output": "", "error": ""}
+        if code:
+            r = yield _Ops.execute(["python", "-c", UPSTREAM_ACTION_PREFIX + code], timeout=timeout)
+        if pause > 0:
+            yield _Sleep(min(pause, 10))
+        png = (yield from _Plans.screenshot(ext, size)) if screenshot else None
+        return StepResult(r.get("returncode") or 0, r.get("output") or "", r.get("error") or "", png)
+
+    @staticmethod
+    def screenshot(ext: frozenset, size: tuple[int, int] | None = None) -> Plan:
+        """-> PNG bytes at `size` (resized by the server when it can, else here)."""
+        png = yield _Ops.screenshot(size if "screenshot_size" in ext else None)
+        if size is not None:
+            png = yield _Call(fit_png, (png, size))
+        return png
+
+    @staticmethod
+    def execute(ext: frozenset, command: str | list[str], shell: bool = False, timeout: float = 120,
+                input: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None,
+                trusted: bool = False) -> Plan:
+        """-> {status, output, error, returncode}. Without our extension, stdin goes through an
+        uploaded file and cwd/env into the shell line (upstream's timeout is fixed at 120 s;
+        upstream's server runs everything as its one user, `trusted` or not)."""
+        if "execute_env" in ext or (input is None and cwd is None and env is None):
+            return (yield _Ops.execute(command, shell=shell, timeout=timeout, input=input, cwd=cwd, env=env,
+                                       trusted=trusted))
+        stdin_path = None
+        if input is not None:
+            stdin_path = f"/tmp/.control-osworld-stdin-{uuid.uuid4().hex}"
+            yield _Ops.write_file(stdin_path, input)
+        line = _shell_command(command, shell, cwd, env, stdin_path)
+        return (yield _Ops.execute(line, shell=True, timeout=timeout))
+
+
 TOKEN_HEADER = "X-Osworld-Token"
 """The server's token (docker provider: the harness alone has it; docs/integrity.md)."""
 
@@ -183,17 +316,43 @@ def _transport_args(base_url: str, uds: str | None, token: str | None = None) ->
             **({"headers": {TOKEN_HEADER: token}} if token else {})}
 
 
+def _known(extensions: Iterable[str] | None) -> frozenset | None:
+    return None if extensions is None else frozenset(extensions)
+
+
 class DesktopClient:
-    """Synchronous client. `DesktopClient("http://host:5000")` or `DesktopClient(uds=path)`."""
+    """Synchronous client. `DesktopClient("http://host:5000")` or `DesktopClient(uds=path)`.
+    `extensions`: what the server offers, if known (else asked on first need)."""
 
     def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
-                 token: str | None = None):
+                 token: str | None = None, extensions: Iterable[str] | None = None):
         transport = httpx.HTTPTransport(uds=uds) if uds else None
         self._http = httpx.Client(transport=transport, timeout=timeout, **_transport_args(base_url, uds, token))
+        self._ext = _known(extensions)
 
     @classmethod
     def for_handle(cls, handle: DesktopHandle, timeout: float = 60) -> "DesktopClient":
-        return cls(handle.base_url, handle.uds, timeout, token=handle.info.get("server_token"))
+        return cls(handle.base_url, handle.uds, timeout, token=handle.info.get("server_token"),
+                   extensions=handle.info.get("extensions"))
+
+    def extensions(self) -> frozenset:
+        if self._ext is None:
+            self._ext = self._send(_Ops.healthz()) or frozenset()
+        return self._ext
+
+    def _drive(self, plan: Plan):
+        try:
+            item = next(plan)
+            while True:
+                if isinstance(item, _Req):
+                    item = plan.send(self._send(item))
+                elif isinstance(item, _Sleep):
+                    time.sleep(item.seconds)
+                    item = plan.send(None)
+                else:
+                    item = plan.send(item.fn(*item.args))
+        except StopIteration as done:
+            return done.value
 
     def _send(self, req: _Req):
         try:
@@ -204,15 +363,25 @@ class DesktopClient:
         return _finish(r, req)
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if hasattr(_Plans, name):
+            plan = getattr(_Plans, name)
+            return lambda *a, **k: self._drive(plan(self.extensions(), *a, **k))
         op = getattr(_Ops, name)
         return lambda *a, **k: self._send(op(*a, **k))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the server answers: /healthz (ours), or /screen_size (upstream's has no health
+        endpoint)."""
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             try:
-                self._http.get("/healthz", timeout=2).raise_for_status()
+                r = self._http.get("/healthz", timeout=2)
+                if r.status_code in (404, 405):
+                    r = self._http.post("/screen_size", timeout=2)
+                r.raise_for_status()
                 return
             except Exception as e:  # not listening yet
                 last = e
@@ -233,16 +402,43 @@ class AsyncDesktopClient:
     """The same operations, awaitable (used by the inspect sandbox and the agent loop)."""
 
     def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
-                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None):
+                 transport: httpx.AsyncBaseTransport | None = None, token: str | None = None,
+                 extensions: Iterable[str] | None = None):
         if transport is None and uds:
             transport = httpx.AsyncHTTPTransport(uds=uds)
         self._http = httpx.AsyncClient(transport=transport, timeout=timeout, **_transport_args(base_url, uds, token))
+        self._ext = _known(extensions)
 
     @classmethod
     def for_handle(cls, handle: DesktopHandle, timeout: float = 60,
                    transport: httpx.AsyncBaseTransport | None = None) -> "AsyncDesktopClient":
         """`transport`: the provider's own way to the server (k8s: the sandbox's exec), if any."""
-        return cls(handle.base_url, handle.uds, timeout, transport, token=handle.info.get("server_token"))
+        return cls(handle.base_url, handle.uds, timeout, transport, token=handle.info.get("server_token"),
+                   extensions=handle.info.get("extensions"))
+
+    async def extensions(self) -> frozenset:
+        if self._ext is None:
+            self._ext = await self._send(_Ops.healthz()) or frozenset()
+        return self._ext
+
+    async def _drive(self, plan: Plan):
+        import asyncio
+
+        try:
+            item = next(plan)
+            while True:
+                if isinstance(item, _Req):
+                    item = plan.send(await self._send(item))
+                elif isinstance(item, _Sleep):
+                    await asyncio.sleep(item.seconds)
+                    item = plan.send(None)
+                else:
+                    item = plan.send(await asyncio.to_thread(item.fn, *item.args))
+        except StopIteration as done:
+            return done.value
+
+    async def _plan(self, name: str, *a, **k):
+        return await self._drive(getattr(_Plans, name)(await self.extensions(), *a, **k))
 
     async def _send(self, req: _Req):
         try:
@@ -253,6 +449,10 @@ class AsyncDesktopClient:
         return _finish(r, req)
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if hasattr(_Plans, name):
+            return lambda *a, **k: self._plan(name, *a, **k)
         op = getattr(_Ops, name)
         return lambda *a, **k: self._send(op(*a, **k))
 

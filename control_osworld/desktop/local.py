@@ -218,6 +218,8 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int, split: bool) -> li
         "--setenv", "OSWORLD_LISTEN", "unix:/run/osworld/server.sock",
         "--setenv", "XDG_RUNTIME_DIR", "/tmp/runtime-user", *who,
     ]
+    if spec.upstream_only:
+        args += ["--setenv", "OSWORLD_UPSTREAM_ONLY", "1"]
     if spec.network == "sink":
         # The sink runs outside the sandbox (its own filesystem and pid namespace) but inside
         # the sandbox's network namespace, at SINK_ADDR; `sink` resolves to it there.

@@ -43,6 +43,12 @@ class DesktopSpec(BaseModel):
     """docker: the image (default: the one vm/build-image.sh builds for this vm/)."""
     url: str | None = None
     """remote: the server's base URL, e.g. http://127.0.0.1:5000."""
+    vm_image: str | None = None
+    """osworld-vm: the path of upstream OSWorld's VM disk image (Ubuntu.qcow2), mounted into
+    upstream's Docker VM as /System.qcow2."""
+    upstream_only: bool = False
+    """local: our server answers exactly as upstream OSWorld's does (every extension off: no
+    /step, no screenshot sizes, ...), so the client takes its upstream path (tests, benchmarks)."""
     ready_timeout: float = 60.0
     persist: bool = False
     """local: keep the desktop when the process that started it exits (`desktop up`); by
@@ -115,6 +121,7 @@ _BUILTIN = {
     "docker": "control_osworld.desktop.docker",
     "remote": "control_osworld.desktop.remote",
     "k8s": "control_osworld.desktop.k8s",
+    "osworld-vm": "control_osworld.desktop.osworld_vm",
 }
 
 

@@ -97,9 +97,10 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         try:
             r = await self.client.execute(cmd, shell=False, timeout=timeout or 120, input=input, cwd=cwd, env=env)
         except DesktopError as e:
-            if e.status == 504:
+            # ours: 504 / 400; upstream's server: 500 with the exception's text
+            if e.status == 504 or (e.status == 500 and "timed out after" in str(e)):
                 raise TimeoutError(f"{shlex.join(cmd)} timed out after {timeout} s") from e
-            if e.status == 400 and "not found" in str(e):
+            if (e.status == 400 and "not found" in str(e)) or (e.status == 500 and "No such file" in str(e)):
                 return ExecResult(False, 127, "", str(e))
             raise
         return ExecResult(r["returncode"] == 0, r["returncode"], r["output"], r["error"])

@@ -13,6 +13,13 @@ no network at all).
 Trust (identity.py, docs/integrity.md): in split mode this server is the trusted side; what it
 runs for the agent runs as the agent's uid, what it runs for the harness (`/execute` with
 `"trusted": true`) as the checker uid, and screenshots come from Xvfb's framebuffer file.
+
+`--upstream-only` (or OSWORLD_UPSTREAM_ONLY=1) switches every extension off and answers as
+upstream's server does (404 for /step and /healthz, /screenshot ignores its size, /execute
+ignores input/cwd/env/timeout, upstream's status codes for /file, /list_directory, /window_size,
+/setup/open_file, GET-only /platform and /cursor_position), so tests can drive the client's
+upstream path on every task. pyautogui actions still run in the long-lived executor: the
+answers are upstream's, only faster.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ HERE = Path(__file__).resolve().parent
 TOKEN = os.environ.pop("OSWORLD_TOKEN", None) or None
 """When set (docker provider), every request but /healthz needs it in X-Osworld-Token: the
 agent, inside the desktop, can reach the TCP port but has not the token."""
+UPSTREAM_ONLY = os.environ.get("OSWORLD_UPSTREAM_ONLY", "") == "1"
+EXTENSIONS = ["execute_env", "screenshot_size", "step"]
+"""What this server adds to upstream's protocol; `GET /healthz` lists them for clients."""
 DEFAULT_TIMEOUT = 120.0  # upstream's subprocess timeout
 MAX_BODY = 512 * 1024 * 1024
 
@@ -206,12 +216,36 @@ def _find_window(name: str, strict: bool, by_class: bool) -> str | None:
 # ---------------------------------------------------------------- handlers
 
 
+def _run_upstream(command, shell: bool) -> dict:
+    """/execute as upstream's server answers it: `~/` expanded in arguments, fixed 120 s
+    timeout, no stdin/cwd/env, 500 with {status: error, message} on any exception."""
+    code = _python_code(command)
+    if code is not None and not shell:
+        try:
+            return {"status": "success", **EXECUTOR.run(code, DEFAULT_TIMEOUT)}
+        except HTTPError as e:
+            raise HTTPError(500, e.message)
+    if isinstance(command, str) and not shell:
+        command = shlex.split(command)
+    if isinstance(command, list):
+        command = [os.path.expanduser(c) if c.startswith("~/") else c for c in command]
+    try:
+        p = subprocess.run(command, shell=shell, capture_output=True, text=True, timeout=DEFAULT_TIMEOUT,
+                           cwd=os.environ.get("HOME"), start_new_session=True, env=identity.agent_env(),
+                           preexec_fn=identity.agent_preexec())
+    except Exception as e:
+        raise HTTPError(500, str(e))
+    return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+
+
 _trusted_running = 0
 _trusted_lock = threading.Lock()
 
 
 def _run_command(command, shell: bool, timeout: float, input: str | None = None,
                  cwd: str | None = None, env: dict | None = None, trusted: bool = False) -> dict:
+    if UPSTREAM_ONLY:  # upstream has no trusted runs either: everything as the agent's user
+        return _run_upstream(command, shell)
     code = _python_code(command)
     if code is not None and not shell and input is None and env is None and not trusted:
         r = EXECUTOR.run(code, timeout)
@@ -314,10 +348,14 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(obj).encode(), "application/json")
 
     def _body(self) -> bytes:
+        if getattr(self, "_raw", None) is not None:
+            return self._raw
         n = int(self.headers.get("Content-Length") or 0)
         if n > MAX_BODY:
+            self.close_connection = True  # the unread body would be taken for the next request
             raise HTTPError(413, "request body too large")
-        return self.rfile.read(n) if n else b""
+        self._raw = self.rfile.read(n) if n else b""
+        return self._raw
 
     def _json_body(self) -> dict:
         raw = self._body()
@@ -355,11 +393,13 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         path = urlparse(self.path).path.rstrip("/") or "/"
         route = ROUTES.get((method, path))
+        self._raw = None
         try:
             if TOKEN and path != "/healthz" and self.headers.get("X-Osworld-Token") != TOKEN:
                 self.close_connection = True
                 raise HTTPError(401, "this server needs the harness's token")
             if route is None:
+                self._body()  # keep-alive: the next request starts after this one's body
                 known = any(p == path for (_, p) in ROUTES)
                 raise HTTPError(405 if known else 404, f"{'method not allowed' if known else 'unknown endpoint'}: {method} {path}")
             route(self)
@@ -403,7 +443,7 @@ class Handler(BaseHTTPRequestHandler):
         self._json(result)
 
     def screenshot(self):
-        q = parse_qs(urlparse(self.path).query)
+        q = {} if UPSTREAM_ONLY else parse_qs(urlparse(self.path).query)
         size = _size([int(q["width"][0]), int(q["height"][0])]) if "width" in q and "height" in q else None
         self._send(200, screenshot_png(size=size), "image/png")
 
@@ -414,10 +454,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def window_size(self):
         body = self._json_body()
+        if UPSTREAM_ONLY and "application/x-www-form-urlencoded" not in self.headers.get("Content-Type", ""):
+            raise HTTPError(400, "app_class_name is required")  # upstream reads form data only
         name = _field(body, "app_class_name", str)
         wid = _find_window(name, strict=False, by_class=True)
         if wid is None:
-            raise HTTPError(404, f"no window of class {name!r}")
+            # upstream's view returns None, which Flask turns into a 500
+            raise HTTPError(500 if UPSTREAM_ONLY else 404, f"no window of class {name!r}")
         out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, timeout=10).stdout
         vals = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
         self._json({"width": int(vals.get("Width", 0)), "height": int(vals.get("Height", 0))})
@@ -460,6 +503,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def desktop_path(self):
         self._body()
+        if UPSTREAM_ONLY and not (Path.home() / "Desktop").is_dir():
+            raise HTTPError(404, "Unsupported operating system or desktop path not found")
         self._json({"desktop_path": str(Path.home() / "Desktop")})
 
     def wallpaper(self):
@@ -471,6 +516,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def list_directory(self):
         body = self._json_body()
+        if UPSTREAM_ONLY:  # no ~ expansion; anything but a directory is a 400
+            p = Path(_field(body, "path", str))
+            if not p.is_dir():
+                raise HTTPError(400, "The provided path is not a directory")
+            self._json({"directory_tree": _dir_tree(p)})
+            return
         p = Path(os.path.expanduser(_field(body, "path", str)))
         if not p.exists():
             raise HTTPError(404, f"no such directory: {p}")
@@ -482,7 +533,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             data = identity.read_trusted(str(p))
         except FileNotFoundError:
-            raise HTTPError(404, f"no such file: {p}")
+            raise HTTPError(404, "File not found" if UPSTREAM_ONLY else f"no such file: {p}")
         except ValueError as e:
             raise HTTPError(413, str(e))
         self._send(200, data, "application/octet-stream")
@@ -524,11 +575,45 @@ class Handler(BaseHTTPRequestHandler):
 
         body = self._json_body()
         p = Path(os.path.expandvars(os.path.expanduser(_field(body, "path", str))))
+        if UPSTREAM_ONLY:
+            self._open_upstream(body, p)
+            return
         try:
-            msg = open_and_wait(p, float(body.get("timeout", 60)))
+            msg = open_and_wait(p, float(body.get("timeout_seconds", body.get("timeout", 60))))
         except OpenError as e:
             raise HTTPError(e.status, str(e))
         self._send(200, msg.encode(), "text/plain")
+
+    def _open_upstream(self, body: dict, p: Path) -> None:
+        """Upstream's open_file: xdg-open an existing file, else launch a command of that name;
+        then poll `wmctrl -l` for a title containing the name (or `window_name`)."""
+        import shutil
+
+        raw = body["path"]
+        if p.exists():
+            cmd, names = ["xdg-open", str(p)], [p.name, p.stem]
+        elif shutil.which(raw):
+            cmd, names = [raw], [raw]
+        else:
+            raise HTTPError(404, f"Application/file not found: {raw}")
+        if body.get("window_name"):
+            names = [body["window_name"]]
+        try:
+            subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=identity.agent_env(), preexec_fn=identity.agent_preexec())
+        except OSError as e:
+            raise HTTPError(500, f"Failed to open {raw}. Error: {e}")
+        timeout = float(body.get("timeout_seconds", 1800))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = subprocess.run(["wmctrl", "-l"], capture_output=True, text=True, timeout=10).stdout
+            for line in out.splitlines():
+                if any(n and n in line for n in names):
+                    subprocess.run(["wmctrl", "-i", "-a", line.split()[0]], timeout=10, check=False)
+                    self._send(200, b"File opened and window activated successfully", "text/plain")
+                    return
+            time.sleep(0.2)
+        raise HTTPError(500, f"Failed to find window for {names} within {timeout:g} seconds.")
 
     def _window_op(self, flag: str):
         body = self._json_body()
@@ -571,7 +656,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, Path(Handler._recording_path).read_bytes(), "video/mp4")
 
     def healthz(self):
-        self._json({"status": "ok"})
+        self._json({"status": "ok", "extensions": EXTENSIONS})
 
 
 ROUTES = {
@@ -586,6 +671,7 @@ ROUTES = {
     ("POST", "/platform"): Handler.platform,
     ("GET", "/platform"): Handler.platform,
     ("POST", "/cursor_position"): Handler.cursor_position,
+    ("GET", "/cursor_position"): Handler.cursor_position,
     ("POST", "/desktop_path"): Handler.desktop_path,
     ("POST", "/wallpaper"): Handler.wallpaper,
     ("POST", "/list_directory"): Handler.list_directory,
@@ -599,6 +685,18 @@ ROUTES = {
     ("POST", "/end_recording"): Handler.end_recording,
     ("GET", "/healthz"): Handler.healthz,
 }
+
+
+UPSTREAM_ABSENT = {("POST", "/step"), ("GET", "/healthz"), ("POST", "/platform"), ("POST", "/cursor_position")}
+"""Routes upstream's server does not have (it serves /platform and /cursor_position by GET only)."""
+
+
+def upstream_only() -> None:
+    """Switch every extension off (see the module's doc)."""
+    global UPSTREAM_ONLY
+    UPSTREAM_ONLY = True
+    for route in UPSTREAM_ABSENT:
+        ROUTES.pop(route, None)
 
 
 class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -654,4 +752,9 @@ def serve(listen: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--listen", default=os.environ.get("OSWORLD_LISTEN", "tcp:0.0.0.0:5000"))
-    serve(ap.parse_args().listen)
+    ap.add_argument("--upstream-only", action="store_true", default=UPSTREAM_ONLY,
+                    help="answer exactly as upstream's server: every extension off")
+    args = ap.parse_args()
+    if args.upstream_only:
+        upstream_only()
+    serve(args.listen)
