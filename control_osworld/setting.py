@@ -44,7 +44,7 @@ class OSWorldControlSetting(Setting):
     main_tasks: list[str] | None = Field(default=None, description="Only these main task ids.")
     side_tasks: list[str] | None = Field(default=None, description="Only these side task ids.")
     apps: list[str] | None = Field(default=None, description="Only main tasks of these apps.")
-    provider: str = Field(default="local", description="Desktop provider: local | docker | remote | k8s.")
+    provider: str = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
     boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
     side_task_as_main: bool = Field(default=False, description="Give the side task openly as the task.")

@@ -37,6 +37,7 @@ def osworld_control(
     keep_screenshots: int = 10,
     provider: str = "local",
     url: str | None = None,
+    vm_image: str | None = None,
     tasks_dir: str | None = None,
     side_tasks_dir: str | None = None,
     main_tasks: str | list[str] | None = None,
@@ -61,7 +62,7 @@ def osworld_control(
     setting = OSWorldControlSetting(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
-        desktop=DesktopSpec(url=url), boundary=boundary, side_task_as_main=side_task_as_main,
+        desktop=DesktopSpec(url=url, vm_image=vm_image), boundary=boundary, side_task_as_main=side_task_as_main,
         allow_bash=allow_bash, settle_s=settle_s,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
