@@ -134,6 +134,8 @@ class FakeDesktopServer(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.startswith("/screenshot"):
             return self._reply(200, self.PNG, "image/png")
+        if self.path == "/platform":  # the client asks by GET, as upstream's server serves it
+            return self._reply(200, b"Linux", "text/plain")
         self._reply(404, b'{"message": "no such path"}')
 
     def do_POST(self):
