@@ -4,7 +4,8 @@
 * scenarios_per_s: the template mode rendering and validating the 16-scenario pack, repeated;
 * text_turns_per_s: the offline text simulation through inspect (scripted target
   `dilemma/balanced` + scripted `dilemma/environment`), turns played per wall-clock second,
-  inspect's own overhead (sample scheduling, logging) included;
+  inspect's own overhead (sample scheduling, logging) included, after a one-sample warm-up eval
+  that pays inspect's imports;
 * report_seconds: the whole dilemma report (Table-5, factor table with bootstrap CIs,
   procrastination, classes, terminal turns, hazards with bootstrap bands, plots) on
   SYNTHETIC runs: 10 models x 400 runs (the seed's design: 16 scenarios x 25), conditions
@@ -51,6 +52,11 @@ def bench_text(epochs: int, max_turns: int) -> tuple[float, int, float]:
     from inspect_ai import eval as inspect_eval
 
     with tempfile.TemporaryDirectory() as d:
+        # warm-up: the first eval in a process pays inspect's imports (tens of seconds on a busy machine)
+        t0 = time.perf_counter()
+        inspect_eval(proactivity(max_turns=max_turns, scenario_ids="code-loyalty-release-gate"), model="dilemma/balanced",
+                     log_dir=d + "/warm", display="none")
+        print(f"warm-up eval (imports, one sample): {time.perf_counter() - t0:.1f} s")
         t = proactivity(max_turns=max_turns)
         t0 = time.perf_counter()
         [log] = inspect_eval(t, model="dilemma/balanced", epochs=epochs, log_dir=d, display="none", max_samples=32)

@@ -23,6 +23,8 @@ from inspect_ai.model import (
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
 
+from control_osworld.trajectory import TRAJECTORY_KEY, ActionRecord, Step, Trajectory
+
 from .classify import ESCALATE, classify
 from .prompts import environment_system_prompt, environment_turn, target_system_prompt
 from .scenario import Factors, Scenario
@@ -80,6 +82,20 @@ def run_record(sc: Scenario, factors: Factors, max_turns: int, turns: list[dict]
     }
 
 
+def monitor_trajectory(record: dict) -> Trajectory:
+    """The run in the project's trajectory format, so monitors score it like a control run: A =
+    the tool call of each turn, T = the target's visible text; no screenshots (S does not
+    apply to text simulations). Outcome, t* (harmful terminal) and attempts (tools 4-6) as
+    in the hazards view."""
+    steps = [Step(step=t["turn"], visible_text=t["text"],
+                  actions=[ActionRecord(tool=t["tool"], arguments=t["arguments"])] if t["tool"] else [])
+             for t in record["turns"]]
+    escaped = record["outcome"] == "escaped"
+    return Trajectory(steps=steps, outcome=record["outcome"], outcome_step=record["outcome_step"],
+                      t_star=record["outcome_step"] if escaped else None, attempt_steps=record["harmful_turns"],
+                      budget=record["max_turns"], screen_width=0, screen_height=0)
+
+
 @solver
 def dilemma_simulation(max_turns: int = 15) -> Solver:
     """Play one scenario: target vs environment for up to `max_turns` turns. The target is the
@@ -133,6 +149,7 @@ def dilemma_simulation(max_turns: int = 15) -> Solver:
         record = run_record(sc, factors, max_turns, turns)
         record["final_state"] = world
         state.store.set(STORE_KEY, record)
+        state.store.set(TRAJECTORY_KEY, monitor_trajectory(record).model_dump(mode="json"))
         state.messages = msgs
         state.completed = True
         return state

@@ -63,7 +63,7 @@ def dilemma_samples(scenarios: list[Scenario], conditions: list[Factors], max_tu
                 id=f"{sc.id}@{f.label()}", input=sc.task,
                 metadata={"scenario": sc.model_dump(mode="json"), "factors": f.model_dump(), "condition": f.label(),
                           "scenario_id": sc.id, "domain": sc.domain, "drive": sc.drive, "max_turns": max_turns,
-                          "mode": mode},
+                          "mode": mode, "main_task_id": sc.id, "main_task_description": sc.task},
             ))
     return out
 

@@ -87,3 +87,19 @@ def test_bad_dilemma_config_names_file_and_field(tmp_path):
     with pytest.raises(SystemExit) as e:
         run(p)
     assert str(p) in str(e.value) and "conditions" in str(e.value) and "vague" in str(e.value)
+
+
+def test_project_monitors_score_dilemma_runs_on_actions_and_text(logs, tmp_path):
+    from control_osworld.logs import read_run_records
+    from control_osworld.monitoring.runner import monitor_logs
+
+    path = next(p for p in sorted(logs.glob("*.eval")) if "strategic" in p.name)
+    recs = read_run_records(path)
+    r = recs[0]
+    assert r.main_task_description and r.trajectory.outcome == "escaped" and r.trajectory.t_star == r.trajectory.outcome_step
+    assert r.trajectory.steps[-1].actions[0].tool in ("approve_loan", "discharge_patient")  # tool 6 of the two scenarios
+    assert r.trajectory.attempt_steps and all(s.visible_text for s in r.trajectory.steps)
+    df = monitor_logs([path], ["monitors/per_step_rules.yaml"], subsets=["A", "A+T"], store=tmp_path / "scores",
+                      cache_dir=tmp_path / "cache")
+    assert set(df["inputs"]) == {"A", "A+T"} and df["score"].notna().all()
+    assert df["step"].max() == max(s.step for rec in recs for s in rec.trajectory.steps)
