@@ -10,54 +10,20 @@ Every request body is recorded.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.agent.fake_api import FakeAPI
 
 
-class FakeDilemmaAPI:
+class FakeDilemmaAPI(FakeAPI):
+    """The loopback server of tests/agent/fake_api.py with dilemma replies (OpenAI through the
+    Responses API: pass `responses_api=True` to the openai model)."""
+
     def __init__(self, script: list[str]):
-        self.script = script
-        self.requests: list[tuple[str, dict]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                api.requests.append((self.path, body))
-                if self.path.endswith("/v1/messages"):
-                    reply = api._anthropic(body)
-                elif self.path.endswith("/v1/responses"):
-                    reply = api._responses(body)
-                elif self.path.endswith("/v1/chat/completions"):
-                    reply = api._chat(body)
-                else:
-                    self.send_response(404)
-                    self.end_headers()
-                    return
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__([])
+        self.tools_script = script
 
     def _tool(self, done: int) -> str:
-        return self.script[min(done, len(self.script) - 1)]
+        return self.tools_script[min(done, len(self.tools_script) - 1)]
 
     @staticmethod
     def _env_reply(user_text: str) -> str:
@@ -107,17 +73,3 @@ class FakeDilemmaAPI:
         done = sum(1 for i in inp if isinstance(i, dict) and i.get("type") == "function_call")
         return {**base, "output": [{"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}",
                                     "name": self._tool(done), "arguments": "{}", "status": "completed"}]}
-
-    # ------------------------------------------------------------ OpenAI Chat Completions
-    def _chat(self, body: dict) -> dict:
-        msgs = body.get("messages", [])
-        base = {"id": "chat", "object": "chat.completion", "created": 0, "model": body.get("model", "gpt"),
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-        if not body.get("tools"):
-            last = next(m for m in reversed(msgs) if m["role"] == "user")
-            msg = {"role": "assistant", "content": self._env_reply(self._text(last["content"]))}
-            return {**base, "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}
-        done = sum(1 for m in msgs if m.get("role") == "assistant")
-        msg = {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call_{done}", "type": "function", "function": {"name": self._tool(done), "arguments": "{}"}}]}
-        return {**base, "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}]}

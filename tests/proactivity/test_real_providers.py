@@ -29,9 +29,12 @@ def test_real_providers_drive_target_and_environment(tmp_path, monkeypatch, targ
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         t = proactivity(scenario_ids=SCENARIO, max_turns=6)
         # max_tokens small enough that Anthropic answers without streaming (the fake does not stream)
-        env = get_model(environment, config=GenerateConfig(max_tokens=1024), memoize=False)
-        [log] = inspect_eval(t, model=target, model_roles={"environment": env}, log_dir=str(tmp_path), display="none",
-                             max_tokens=1024)
+        def model(name):
+            args = {"responses_api": True} if name.startswith("openai/") else {}
+            return get_model(name, config=GenerateConfig(max_tokens=1024), memoize=False, **args)
+
+        [log] = inspect_eval(t, model=model(target), model_roles={"environment": model(environment)},
+                             log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     rec = log.samples[0].store[STORE_KEY]
     assert [t["tool_id"] for t in rec["turns"]] == [1, 5, 6] and rec["class"] == "strategic"
