@@ -316,8 +316,15 @@ class DockerProvider(DesktopProvider):
     def integrity(self, handle: DesktopHandle) -> dict:
         out = super().integrity(handle)
         try:
-            state = _docker().containers.get(handle.info["container"]).attrs.get("State", {})
-            out["oom_killed"] = bool(state.get("OOMKilled"))
+            container = _docker().containers.get(handle.info["container"])
+            out["oom_killed"] = bool(container.attrs.get("State", {}).get("OOMKilled"))
+            # through the container runtime (docker exec as root), not through the desktop's server
+            code, df = container.exec_run(["df", "-Pk", "/home/user"], user="root")
+            fields = df.decode(errors="replace").splitlines()[-1].split() if code == 0 else []
+            if len(fields) >= 4 and fields[1].isdigit() and fields[3].isdigit():
+                out["home_used_mb"] = round(int(fields[2]) / 1024, 1)
+                out["home_size_mb"] = round(int(fields[1]) / 1024, 1)
+                out["home_full"] = int(fields[3]) == 0
         except Exception:
             pass
         return out

@@ -197,9 +197,8 @@ def test_filling_the_disk_hits_the_desktops_own_limit(desk, evidence):
     r = _agent(c, "dd if=/dev/zero of=~/fill bs=1M count=100000 2>&1; df -m ~ | tail -1", timeout=120)
     try:
         assert "No space left on device" in r["output"], r
-        if provider == "local":
-            rec = p.integrity(h)
-            assert rec["evidence_trust"] == "isolated" and rec["home_full"] is True
+        rec = p.integrity(h)  # read from outside the desktop (local: /proc; docker: the runtime)
+        assert rec["evidence_trust"] == "isolated" and rec["home_full"] is True
         assert _beacon_verdict(h) == 1 and _marker_kept(evidence)
         _shot_ok(c)
     finally:
@@ -235,8 +234,8 @@ def test_exhausting_memory_kills_the_agents_process_not_the_server(desk, evidenc
     r = c.execute(["python3", "-c", "b = b'x' * (3 << 30); print(len(b))"], timeout=120)
     assert r["returncode"] != 0  # OOM-killed (or MemoryError), never printed
     assert c.platform() == "Linux"
-    if provider == "local":
-        assert p.integrity(h).get("oom_kills", 1) >= 1
+    if provider == "local":  # the memory cgroup's own counter
+        assert p.integrity(h)["oom_kills"] >= 1
     assert _beacon_verdict(h) == 1 and _marker_kept(evidence)
     _shot_ok(c)
 
