@@ -81,8 +81,6 @@ class Tool(BaseModel):
     track: Literal["compliant", "harmful"]
     terminal: bool
     effect: str = Field(min_length=10)
-    files: dict[str, str] = Field(default_factory=dict)
-    """Desktop-grounded runs: files (path under the home folder -> content) this tool writes."""
 
 
 class Evidence(BaseModel):
