@@ -6,6 +6,12 @@ Measured in one run, on desktops showing a text editor with text in it:
   - local (bubblewrap) steps through POST /step (long-lived executor);
   - the same step done upstream's way: a fresh `python -c "import pyautogui; ..."` process per
     action, then GET /screenshot;
+  - the same step through the upstream fallback path on the same desktop (a client that sees none
+    of our extensions: /execute with upstream's action form, then the full-size /screenshot
+    resized on the host to the model's 1366x768, as against upstream's own server);
+  - a step whose action redraws most of the screen (alt+tab between two maximised windows, a
+    light editor and a dark terminal): the stripe encoder's worst case, where the cursor-only
+    workload above is its best;
   - docker steps (if the image is built);
   - start-to-ready of a local desktop;
   - step latency with 1, 4 and 8 local desktops stepping at once.
@@ -48,14 +54,36 @@ def action(i: int) -> str:
     return f"pyautogui.moveTo({100 + (i * 37) % 1600}, {100 + (i * 53) % 800})"
 
 
-def time_steps(c: DesktopClient, n: int) -> list[float]:
+def time_steps(c: DesktopClient, n: int, act=action, size: tuple[int, int] | None = None) -> list[float]:
     out = []
     for i in range(n):
         t = time.perf_counter()
-        r = c.step(action(i))
+        r = c.step(act(i), size=size)
         out.append((time.perf_counter() - t) * 1000)
         assert r.returncode == 0 and r.screenshot
     return out
+
+
+def prepare_redraw(c: DesktopClient) -> None:
+    """A second window, a dark terminal full of text; both maximised, so that switching between
+    them repaints nearly every pixel."""
+    c.launch("xterm -bg black -fg green -hold -e ls -la /usr/bin", shell=True)
+    deadline = time.monotonic() + 30
+    while "xterm" not in c.execute(["wmctrl", "-lx"])["output"].lower():
+        if time.monotonic() > deadline:
+            raise RuntimeError("xterm did not start")
+        time.sleep(0.1)
+    for cls in ("mousepad", "xterm"):
+        c.execute(["wmctrl", "-x", "-r", cls, "-b", "add,maximized_vert,maximized_horz"])
+    time.sleep(1.0)
+
+
+def switch(i: int) -> str:
+    return "pyautogui.hotkey('alt', 'tab')"
+
+
+def active_title(c: DesktopClient) -> str:
+    return c.execute(["xdotool", "getactivewindow", "getwindowname"])["output"].strip()
 
 
 # Upstream's /screenshot handler, run in a long-lived process as upstream's Flask server does:
@@ -130,8 +158,28 @@ def main() -> None:
             steps = time_steps(c, args.steps)
             upstream = time_process_per_action(c, args.upstream_steps, upstream_screenshot=True)
             process_ours = time_process_per_action(c, args.upstream_steps, upstream_screenshot=False)
+        # The same desktop through the upstream fallback path (a client told the server has none
+        # of our extensions), at the model's size as the agent loop asks for it.
+        with DesktopClient(h.base_url, h.uds, token=h.info.get("server_token"), extensions=()) as fb:
+            time_steps(fb, 3)
+            fallback = time_steps(fb, args.upstream_steps * 2, size=(1366, 768))
+        with DesktopClient.for_handle(h) as c:
+            prepare_redraw(c)
+            titles = set()
+            for _ in range(2):
+                c.step(switch(0), screenshot=False)
+                time.sleep(0.5)
+                titles.add(active_title(c))
+            assert len(titles) == 2, f"alt+tab did not switch windows: {titles}"
+            redraw = time_steps(c, args.steps, act=switch)
     finally:
         local.stop(h)
+    figures["remote_upstream_only_step_median_ms"] = round(statistics.median(fallback), 2)
+    print(f"the same step through the upstream fallback path (/execute + full /screenshot, resized here "
+          f"to 1366x768): median {figures['remote_upstream_only_step_median_ms']} ms over {len(fallback)} steps")
+    figures["local_step_redraw_median_ms"] = round(statistics.median(redraw), 2)
+    print(f"local step whose action redraws the screen (alt+tab between two maximised windows): median "
+          f"{figures['local_step_redraw_median_ms']} ms, p90 {pct(redraw, 0.9):.2f} ms over {len(redraw)} steps")
     figures["local_step_median_ms"] = round(statistics.median(steps), 2)
     figures["local_step_p90_ms"] = round(pct(steps, 0.9), 2)
     figures["process_per_action_step_median_ms"] = round(statistics.median(upstream), 2)
