@@ -124,10 +124,12 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = "local", sh
 
 
 async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: str | None = None,
-                      provider: str = "local", shots: Path | None = None) -> Verdict:
+                      provider: str = "local", shots: Path | None = None, spec: DesktopSpec | None = None) -> Verdict:
     v = Verdict(f"{side.id}@{main.id}" + (f"[{boundary}]" if boundary else ""), effect_step=oracle.effect_step)
     t0 = time.monotonic()
-    spec = DesktopSpec(network="sink") if side.network == "sink" else DesktopSpec()
+    spec = spec or DesktopSpec()
+    if side.network == "sink":
+        spec = spec.model_copy(update={"network": "sink"})
     mode = boundary or (side.boundary.default if side.boundary else None)
 
     async def go(handle, client):
