@@ -3,7 +3,7 @@
 
 from control_osworld.agent import scripted as _scripted  # noqa: F401
 from control_osworld.desktop import sandbox as _sandbox  # noqa: F401
-from control_osworld.task import osworld_control  # noqa: F401
 from control_osworld.proactivity import scripted as _dilemma  # noqa: F401
-from control_osworld.proactivity.task import proactivity  # noqa: F401
 from control_osworld.proactivity.generate import proactivity_generate  # noqa: F401
+from control_osworld.proactivity.task import proactivity  # noqa: F401
+from control_osworld.task import osworld_control  # noqa: F401

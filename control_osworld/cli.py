@@ -9,7 +9,12 @@ from pathlib import Path
 
 import click
 
-from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, get_provider, provider_names
+from control_osworld.desktop.provider import (
+    DesktopHandle,
+    DesktopSpec,
+    get_provider,
+    provider_names,
+)
 
 STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "control-osworld" / "desktops"
 
@@ -102,7 +107,7 @@ def desktop_do(action: str, name: str, space: str, shot: Path | None) -> None:
                 scale = A.Scale.identity(handle.screen_width, handle.screen_height)
                 act = A.from_computer_tool(args, scale) if space == "computer" else A.from_computer_13(args, scale)
         except (json.JSONDecodeError, A.ActionError) as e:
-            raise click.ClickException(f"bad action: {e}")
+            raise click.ClickException(f"bad action: {e}") from None
         r = c.step(act.code, screenshot=shot is not None, pause=act.wait_s)
         if shot is not None and r.screenshot:
             shot.write_bytes(r.screenshot)

@@ -90,7 +90,13 @@ class StageProgress:
         self._rich = None
         if (tty if bar is None else bar) and self.total:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
             self._rich = Progress(TextColumn(stage), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                                   console=Console(file=self.stream), transient=False)

@@ -62,9 +62,9 @@ class RunConfig(BaseModel):
         try:
             raw = yaml.safe_load(p.read_text()) or {}
         except FileNotFoundError:
-            raise SystemExit(f"{p}: no such config file")
+            raise SystemExit(f"{p}: no such config file") from None
         except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}")
+            raise SystemExit(f"{p}: not valid YAML: {e}") from None
         for key in ("tasks_dir", "side_tasks_dir"):
             if isinstance(raw, dict) and raw.get(key) and not Path(raw[key]).is_absolute():
                 raw[key] = str((p.parent / raw[key]).resolve())
@@ -72,7 +72,7 @@ class RunConfig(BaseModel):
             return cls.model_validate(raw)
         except ValidationError as e:
             lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad run config:\n  " + "\n  ".join(lines))
+            raise SystemExit("bad run config:\n  " + "\n  ".join(lines)) from None
 
 
 def build_tasks(cfg: RunConfig) -> list:
@@ -136,7 +136,7 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
                 max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
                 fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
             )
-        logs = [l.location for l in eval_logs]
+        logs = [log.location for log in eval_logs]
         if not ok:
             print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
     if not logs:

@@ -15,7 +15,13 @@ from control_arena import EvalMode
 from control_arena._control_agent import control_agent
 from control_arena._control_task_metadata import control_task_metadata
 from inspect_ai.agent import Agent, AgentState
-from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
+from inspect_ai.model import (
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageUser,
+    GenerateConfig,
+    get_model,
+)
 from inspect_ai.tool import Tool
 from pydantic import Field
 

@@ -22,7 +22,7 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Iterable
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -150,7 +150,6 @@ async def _judge(records, config: ClassifierConfig) -> list[dict]:
             prompt = (config.prompt_text or "").replace("{main_task}", rec.main_task_description or rec.main_task_id) \
                 .replace("{side_task_id}", rec.side_task_id or "").replace("{transcript}", _visible(rec) or "(no visible text)")
             row = {"run_id": rec.run_id, "refused": None, "leaked": None, "classifier": config.name, "reason": "", "error": None}
-            last = ""
             for _ in range(config.retries + 1):
                 try:
                     reply = (await model.generate(prompt)).completion
@@ -162,7 +161,7 @@ async def _judge(records, config: ClassifierConfig) -> list[dict]:
                     row["error"] = None
                     break
                 except ValueError as exc:
-                    last, row["error"] = reply, f"malformed reply: {exc}; began {reply[:120]!r}"
+                    row["error"] = f"malformed reply: {exc}; began {reply[:120]!r}"
             out.append(row)
     finally:
         await model.__aexit__(None, None, None)

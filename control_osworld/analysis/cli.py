@@ -176,10 +176,9 @@ def audit_command(logs, codebooks, errors, out_file):
 def classify_command(logs, config, model, out_file):
     """Refused / leaked (in visible text) for each attack run of .eval LOGS."""
     from control_osworld.logs import iter_run_records
+    from control_osworld.monitoring.config import REPO_ROOT
 
     from .attack_classes import classify_runs, load_classifier_config
-
-    from control_osworld.monitoring.config import REPO_ROOT
 
     try:
         cfg = load_classifier_config(config or REPO_ROOT / "classifiers" / "refusal_rules.yaml", model=model)

@@ -388,13 +388,12 @@ def protocol_table(runs: pd.DataFrame, scores: pd.DataFrame, popts: ProtocolOpti
                 keep = np.isin(ri, honest)
                 hsteps = (np.array([pos[int(r)] for r in ri[keep]], dtype=np.int64), sv[keep])
             args = (h, success[honest], pre[attack], effective[attack], budgets)
-            kw = dict(unit=unit, honest_steps=hsteps)
-            point = protocol_curves(*args, **kw)
-            boot = protocol_curves(*args, **kw, w_honest=wh, w_attack=wa)
+            point = protocol_curves(*args, unit=unit, honest_steps=hsteps)
+            boot = protocol_curves(*args, unit=unit, honest_steps=hsteps, w_honest=wh, w_attack=wa)
             ca = control_arena_safety(h[~np.isnan(h)], np.nan_to_num(s[attack], nan=-math.inf), side[attack],
                                       success[attack], 100 * budgets)
 
-            def ci(name):
+            def ci(name, boot=boot, point=point):
                 lo, hi = percentile_ci(getattr(boot, name), popts.level, axis=0)
                 return getattr(point, name)[0], lo, hi
 

@@ -24,7 +24,13 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
-from .bootstrap import ResampleWeights, group_rng, masked_roc_statistics, percentile_ci, resample_weights
+from .bootstrap import (
+    ResampleWeights,
+    group_rng,
+    masked_roc_statistics,
+    percentile_ci,
+    resample_weights,
+)
 from .perstep import AGGREGATIONS, aggregate_steps, pre_t_star_max
 from .runs import INPUT_SUBSETS, SCORE_POINTS
 

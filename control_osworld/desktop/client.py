@@ -29,7 +29,6 @@ import httpx
 
 from control_osworld.desktop.provider import DesktopHandle
 
-
 EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env"})
 """What our server adds to upstream's protocol (`GET /healthz` lists them): `POST /step`,
 `/screenshot?width=&height=`, and `input`/`cwd`/`env`/`timeout` on `/execute`."""

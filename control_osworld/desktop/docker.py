@@ -40,7 +40,13 @@ from pathlib import Path
 import httpx
 
 from control_osworld.desktop.client import DesktopClient, DesktopError
-from control_osworld.desktop.provider import VM_DIR, DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+from control_osworld.desktop.provider import (
+    VM_DIR,
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    desktop_provider,
+)
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,12 @@ import httpx
 import yaml
 
 from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
-from control_osworld.desktop.provider import DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+from control_osworld.desktop.provider import (
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    desktop_provider,
+)
 
 IMAGE_ENV = "CONTROL_OSWORLD_K8S_IMAGE"
 RUNTIME_CLASS_ENV = "CONTROL_OSWORLD_K8S_RUNTIME_CLASS"

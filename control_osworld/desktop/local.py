@@ -37,7 +37,13 @@ import uuid
 from pathlib import Path
 
 from control_osworld.desktop.client import DesktopClient, DesktopError
-from control_osworld.desktop.provider import VM_DIR, DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+from control_osworld.desktop.provider import (
+    VM_DIR,
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    desktop_provider,
+)
 
 DESKTOP_ROOT = Path(os.environ.get("CONTROL_OSWORLD_ROOT", "/opt/control-osworld"))
 """Where the desktop's venv lives on the host (scripts/install.sh makes it)."""
@@ -70,7 +76,7 @@ def _cgroup_dir(desktop_id: str) -> Path | None:
     """A memory cgroup for this desktop (v2 unified or v1 memory controller), if we may."""
     if os.geteuid() != 0:
         return None
-    for base, limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
+    for base, _limit_file in (("/sys/fs/cgroup/memory", "memory.limit_in_bytes"), ("/sys/fs/cgroup", "memory.max")):
         b = Path(base)
         if (b / "cgroup.procs").exists() and (base != "/sys/fs/cgroup" or (b / "cgroup.controllers").exists()):
             d = b / "control-osworld" / desktop_id
@@ -307,7 +313,7 @@ class LocalProvider(DesktopProvider):
             child_pid = json.loads(info_text)["child-pid"]
         except (ValueError, KeyError):
             proc.wait(5)
-            raise DesktopError(f"bubblewrap failed to start the desktop: {(state / 'desktop.log').read_text()[-2000:]}")
+            raise DesktopError(f"bubblewrap failed to start the desktop: {(state / 'desktop.log').read_text()[-2000:]}") from None
         tcp = spec.network == "host"
         handle = DesktopHandle(
             provider="local", id=desktop_id, uds=None if tcp else str(state / "run" / "server.sock"),

@@ -21,7 +21,12 @@ import time
 from pathlib import Path
 
 from control_osworld.desktop.client import DesktopClient, DesktopError
-from control_osworld.desktop.provider import DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+from control_osworld.desktop.provider import (
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    desktop_provider,
+)
 from control_osworld.desktop.remote import connect
 
 IMAGE = "happysixd/osworld-docker"

@@ -89,7 +89,7 @@ class DesktopProvider(ABC):
     async def astop(self, handle: DesktopHandle) -> None:
         await asyncio.to_thread(self.stop, handle)
 
-    async def atask_cleanup(self, task_name: str, cleanup: bool) -> None:
+    async def atask_cleanup(self, task_name: str, cleanup: bool) -> None:  # noqa: B027 (optional hook)
         """The end of an inspect task (after every sample's cleanup)."""
 
     def transport(self, handle: DesktopHandle) -> "httpx.AsyncBaseTransport | None":

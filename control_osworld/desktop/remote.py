@@ -11,7 +11,12 @@ from __future__ import annotations
 import time
 
 from control_osworld.desktop.client import DesktopClient, DesktopError
-from control_osworld.desktop.provider import DesktopHandle, DesktopProvider, DesktopSpec, desktop_provider
+from control_osworld.desktop.provider import (
+    DesktopHandle,
+    DesktopProvider,
+    DesktopSpec,
+    desktop_provider,
+)
 
 
 def connect(provider: str, url: str, timeout: float, info: dict | None = None) -> DesktopHandle:

@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import ALL_SUBSETS, ConfigError, MonitorConfig, canonical_subset, load_config, parse_subsets
+from .config import (
+    ALL_SUBSETS,
+    ConfigError,
+    MonitorConfig,
+    canonical_subset,
+    load_config,
+    parse_subsets,
+)
 
 __all__ = [
     "ALL_SUBSETS",

@@ -24,7 +24,13 @@ from inspect_ai.solver import Generate, TaskState, solver
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_osworld.proactivity.pipeline import GenerationSettings, Thresholds, generate_scenario
-from control_osworld.proactivity.scenario import DOMAINS, DRIVES, Factors, dump_scenario, scenario_from_dict
+from control_osworld.proactivity.scenario import (
+    DOMAINS,
+    DRIVES,
+    Factors,
+    dump_scenario,
+    scenario_from_dict,
+)
 
 STORE_KEY = "control_osworld:proactivity_generation"
 
@@ -53,10 +59,10 @@ class GenerateConfig(BaseModel):
             raw = yaml.safe_load(p.read_text()) or {}
             return cls.model_validate(raw)
         except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}")
+            raise SystemExit(f"{p}: not valid YAML: {e}") from None
         except ValidationError as e:
             lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad generation config:\n  " + "\n  ".join(lines))
+            raise SystemExit("bad generation config:\n  " + "\n  ".join(lines)) from None
 
 
 @solver

@@ -19,7 +19,13 @@ from inspect_ai.model import Model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_osworld.proactivity.prompts import factor_templates, load_text, load_yaml
-from control_osworld.proactivity.scenario import Factors, ScenarioError, Tool, check_tools, scenario_from_dict
+from control_osworld.proactivity.scenario import (
+    Factors,
+    ScenarioError,
+    Tool,
+    check_tools,
+    scenario_from_dict,
+)
 
 __all__ = ["STAGES", "Thresholds", "GenerationSettings", "Attempt", "GenerationResult", "generate_scenario"]
 

@@ -55,14 +55,14 @@ class DilemmaRunConfig(BaseModel):
         try:
             raw = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}")
+            raise SystemExit(f"{p}: not valid YAML: {e}") from None
         if isinstance(raw, dict) and raw.get("scenarios") and not Path(raw["scenarios"]).is_absolute():
             raw["scenarios"] = str((p.parent / raw["scenarios"]).resolve())
         try:
             return cls.model_validate(raw)
         except ValidationError as e:
             lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad run config:\n  " + "\n  ".join(lines))
+            raise SystemExit("bad run config:\n  " + "\n  ".join(lines)) from None
 
 
 def build_tasks(cfg: DilemmaRunConfig) -> list:

@@ -18,8 +18,15 @@ from functools import lru_cache
 from typing import Any
 
 from inspect_ai.model import (
-    ChatCompletionChoice, ChatMessage, ChatMessageAssistant, ChatMessageUser, GenerateConfig, ModelAPI,
-    ModelOutput, ModelUsage, modelapi,
+    ChatCompletionChoice,
+    ChatMessage,
+    ChatMessageAssistant,
+    ChatMessageUser,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    modelapi,
 )
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 

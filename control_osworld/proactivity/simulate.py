@@ -18,7 +18,11 @@ import re
 from typing import Any
 
 from inspect_ai.model import (
-    ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser, get_model,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    get_model,
 )
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolInfo, ToolParam, ToolParams

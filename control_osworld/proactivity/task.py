@@ -19,7 +19,13 @@ from inspect_ai.scorer import Score, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
 from control_osworld.proactivity.classify import MISALIGNED
-from control_osworld.proactivity.scenario import FACTOR_LEVELS, Factors, Scenario, ScenarioError, load_scenarios
+from control_osworld.proactivity.scenario import (
+    FACTOR_LEVELS,
+    Factors,
+    Scenario,
+    ScenarioError,
+    load_scenarios,
+)
 from control_osworld.proactivity.simulate import STORE_KEY, dilemma_simulation
 from control_osworld.proactivity.templates import PACK_DIR
 
@@ -49,7 +55,7 @@ def parse_conditions(spec: str | list[str] | None) -> list[Factors]:
             kv[k] = v
         out.append(Factors(**kv))
     labels = [f.label() for f in out]
-    dup = {l for l in labels if labels.count(l) > 1}
+    dup = {lab for lab in labels if labels.count(lab) > 1}
     if dup:
         raise ValueError(f"conditions repeat: {', '.join(sorted(dup))}")
     return out

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from control_osworld.osworld.evaluators import chrome, docs, gimp, metrics, slides, table, thunderbird, vlc
+from control_osworld.osworld.evaluators import (
+    chrome,
+    docs,
+    gimp,
+    metrics,
+    slides,
+    table,
+    thunderbird,
+    vlc,
+)
 from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
 
 # the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own

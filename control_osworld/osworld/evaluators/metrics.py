@@ -157,8 +157,8 @@ def check_list(result: str | None, rules: dict) -> float:
     exp = [re.compile(p) for p in rules.get("expect", [])]
     unexp = [re.compile(p) for p in rules.get("unexpect", [])]
     lines = text.splitlines(keepends=True)
-    ok = all(any(p.search(l) for l in lines) for p in exp)
-    return float(ok and not any(p.search(l) for p in unexp for l in lines))
+    ok = all(any(p.search(line) for line in lines) for p in exp)
+    return float(ok and not any(p.search(line) for p in unexp for line in lines))
 
 
 def _match_record(pattern: dict, item: dict) -> bool:

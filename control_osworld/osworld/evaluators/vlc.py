@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree
 
 log = logging.getLogger(__name__)
