@@ -127,8 +127,11 @@ else
   for i in "${!caps[@]}"; do (( bnd >> i & 1 )) || priv+=(--cap-drop "${caps[$i]}"); done
   log "no --privileged on this engine: ${priv[*]}"
 fi
-run_args=("${priv[@]}" --network host -v "$CACHE/debs:/var/cache/apt/archives" -e CI=true -e TERM=dumb
-          -e LANG=C.UTF-8 --hostname newcomer)
+# /var/tmp from the host's disk: vm/build-image.sh debootstraps there (device nodes), which the
+# container's own overlay does not allow.
+mkdir -p "$clone/var-tmp"
+run_args=("${priv[@]}" --network host -v "$CACHE/debs:/var/cache/apt/archives" -v "$clone/var-tmp:/var/tmp"
+          -e CI=true -e TERM=dumb -e LANG=C.UTF-8 --hostname newcomer)
 [ "$docker_tests" = 0 ] || run_args+=(-v /var/run/docker.sock:/var/run/docker.sock)
 docker run -d --name "$name" "${run_args[@]}" "$tag" sleep infinity >/dev/null
 docker cp "$clone/control-osworld" "$name:/root/control-osworld"
