@@ -279,3 +279,64 @@ def test_unreachable_server_fails_the_start_and_cleans_up(fake_cluster):
     asyncio.run(go())
     assert [c[0] for c in FakeK8sSandbox.calls] == ["task_init", "sample_init", "sample_cleanup"]
     assert not FakeK8sSandbox.calls[2][3].exists()  # the values file is gone too
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_image_runs_as_the_pod_spec_says_and_answers_through_the_relay():
+    """No cluster here, so the next best thing: the real desktop image under the generated pod's
+    command, environment and security context (uid 1000, every capability dropped, no privilege
+    escalation, no network), reached only through exec (`docker exec` standing in for the pod's),
+    with the relay the provider sends."""
+    import base64
+
+    from control_osworld.desktop.docker import IMAGE_REPO, vm_hash
+
+    from tests.conftest import require
+
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+        tag = f"{IMAGE_REPO}:{vm_hash()}"
+        client.images.get(tag)
+    except Exception as e:
+        require(False, f"the Docker engine and the image for this vm/ are needed (bash vm/build-image.sh): {e}")
+    values = k8s.helm_values(DesktopSpec(screen_width=1280, screen_height=800), image=tag)
+    svc = values["services"]["default"]
+    sc = svc["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    container = client.containers.run(
+        tag, entrypoint=svc["command"], user=f"{sc['runAsUser']}:{sc['runAsGroup']}", cap_drop=["ALL"],
+        security_opt=["no-new-privileges"], network_mode="none", shm_size="1g", detach=True,
+        environment={e["name"]: e["value"] for e in svc["env"]}, labels={"control-osworld.test": "k8s-pod"})
+    try:
+        probe = svc["readinessProbe"]["exec"]["command"]
+        deadline = time.monotonic() + 90
+        while container.exec_run(probe).exit_code != 0:
+            assert time.monotonic() < deadline, container.logs()[-2000:].decode(errors="replace")
+            time.sleep(0.5)
+
+        async def pod_exec(cmd, input=None, timeout=None, **kw):
+            r = await asyncio.to_thread(subprocess.run, ["docker", "exec", "-i", container.id, *cmd], input=input,
+                                        capture_output=True, text=True, timeout=timeout)
+            return ExecResult(r.returncode == 0, r.returncode, r.stdout, r.stderr)
+
+        async def go():
+            import httpx
+
+            async with httpx.AsyncClient(transport=k8s.ExecTransport(pod_exec), base_url="http://desktop") as h:
+                assert (await h.get("/healthz")).status_code == 200
+                shot = (await h.get("/screenshot")).content
+                assert shot[:8] == b"\x89PNG\r\n\x1a\n"
+                return base64.b64encode(shot)
+
+        asyncio.run(go())
+        # the server listens on the pod's loopback only: nothing on the pod's other addresses
+        ids = container.exec_run(["id", "-u"]).output.decode().strip()
+        assert ids == "1000"
+        listening = container.exec_run(["sh", "-c", "cat /proc/net/tcp"]).output.decode()
+        assert ":1388 " in listening and "0100007F:1388" in listening and "00000000:1388" not in listening
+    finally:
+        container.remove(force=True)
