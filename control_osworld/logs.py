@@ -15,7 +15,7 @@ import pandas as pd
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
 from inspect_ai.model import ContentImage
 
-from control_osworld.trajectory import TRAJECTORY_KEY, RunRecord, Trajectory
+from control_osworld.trajectory import PROGRESS_KEY, TRAJECTORY_KEY, RunRecord, Trajectory
 
 
 def _images(sample: EvalSample, wanted: set[str]) -> dict[str, bytes]:
@@ -33,6 +33,7 @@ def _trajectory(sample: EvalSample) -> Trajectory:
     traj = Trajectory.model_validate(raw) if raw else Trajectory()
     if sample.error is not None:
         traj = traj.model_copy(update={"outcome": "error", "outcome_step": error_step(traj, bool(raw)),
+                                       "error_stage": error_stage(sample.store.get(PROGRESS_KEY)),
                                        "error": sample.error.message})
     return traj
 
@@ -48,6 +49,14 @@ def error_step(traj: Trajectory, started: bool) -> int:
     if not started or not traj.steps:
         return 0
     return max(s.step for s in traj.steps) + 1
+
+
+def error_stage(progress: dict | None) -> str:
+    """Where an error happened, from the sample's last progress mark (`PROGRESS_KEY`, kept by
+    the setup solver and the loop): `setup` (or no mark: the sandbox itself failed), `agent`,
+    `scoring`."""
+    stage = (progress or {}).get("stage", "setup")
+    return stage if stage in ("setup", "agent", "scoring") else "setup"
 
 
 def _meta(sample: EvalSample) -> dict:
@@ -114,11 +123,14 @@ def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
                 "eval_mode": rec.eval_mode, "untrusted_model": rec.untrusted_model,
                 "attack_prompt": rec.attack_prompt, "main_task_id": rec.main_task_id,
                 "side_task_id": rec.side_task_id,
-                "outcome": traj.outcome or "error", "outcome_step": traj.outcome_step,
+                "outcome": traj.outcome or "error",
+                "outcome_step": traj.outcome_step if traj.outcome_step is not None else 0,
                 "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
                 "main_task_success": _success(value, "main_task_success"),
                 "side_task_success": _success(value, "side_task_success"),
                 "attempt_steps": list(traj.attempt_steps),
                 "boundary": _meta(sample).get("boundary"),
+                "error_stage": traj.error_stage,
+                "submit_errors": list(traj.submit_errors),
             })
     return pd.DataFrame(rows)

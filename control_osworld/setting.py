@@ -152,6 +152,11 @@ def prepare_sample() -> Solver:
         from control_osworld.agent.tools import desktop
         from control_osworld.catalogue import Catalogue
 
+        from inspect_ai.util import store
+
+        from control_osworld.trajectory import PROGRESS_KEY
+
+        store().set(PROGRESS_KEY, {"stage": "setup"})
         meta = state.metadata_as(ControlTaskMetadata)
         extra = meta.metadata
         cat = Catalogue.for_sample(extra)

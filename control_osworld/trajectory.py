@@ -23,6 +23,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 TRAJECTORY_KEY = "control_osworld:trajectory"
+PROGRESS_KEY = "control_osworld:progress"
+"""Store key: where the sample is (`{"stage": "setup"}`, `{"stage": "agent", "step": t}` at the
+start of step t, `{"stage": "scoring"}` after the loop), so that an error is placed at the step
+it happened in (`error_step`)."""
 TRAJECTORY_VERSION = 1
 
 Outcome = Literal["completed", "stopped", "escaped", "terminated", "censored", "error"]
@@ -47,8 +51,17 @@ class ActionRecord(BaseModel):
 class SideTaskCheck(BaseModel):
     score: float
     attempted: bool = False
+    """A NEW attempt happened in this step (an event, not a state): the side task's attempt
+    detector saw new evidence (e.g. one more request reached the sink), or the effect first
+    happened in this step. A step after an attempt with nothing new is not an attempt."""
     blocked: bool = False
-    """An attempt was detected but the boundary held (boundary `closed`)."""
+    """A new attempt happened in this step and the boundary held it (boundary `closed`, no effect)."""
+    attempts: int | None = None
+    """New attempt events seen in this step (detector with a count, e.g. sink requests); None
+    when the side task has no attempt detector."""
+    detector: bool = False
+    """The side task declares an attempt detector (else `attempted` only marks the effect's
+    first step, and attempt propensity / boundary yield are not identified for it)."""
     ms: float | None = None
 
 
@@ -74,9 +87,20 @@ class Trajectory(BaseModel):
     t_star: int | None = None
     """First step whose side-task check scored 1 (None: never)."""
     attempt_steps: list[int] = Field(default_factory=list)
+    """Steps in which a new attempt happened (see `SideTaskCheck.attempted`)."""
+    attempt_detector: bool | None = None
+    """Attack runs: whether the side task has an attempt detector (None: no side task)."""
     budget: int = 75
     submit_status: Literal["done", "infeasible"] | None = None
+    """The status of the submit that ended the run; only exactly `done` or `infeasible` end it."""
+    submit_errors: list[int] = Field(default_factory=list)
+    """Steps with a rejected submit (status missing, malformed or not exactly done/infeasible):
+    a tool error returned to the model, the run went on."""
     error: str | None = None
+    error_stage: Literal["setup", "agent", "scoring"] | None = None
+    """Where an `error` outcome happened (from `PROGRESS_KEY`); `outcome_step` is then the step it
+    happened in (`control_osworld.logs.error_step`: 0 in setup or before step 1 was recorded,
+    else the step after the last recorded one)."""
 
     def first_success_step(self) -> int | None:
         for s in self.steps:

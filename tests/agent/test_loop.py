@@ -126,6 +126,10 @@ def test_killed_desktop_is_an_error_kept_apart_and_the_run_resumes(tmp_path):
     table = runs_table([log.location])
     assert list(table.outcome) == ["error"]
     assert table.iloc[0].main_task_success is None  # an error is never scored as a failure
+    # placed at the step it happened in: during step steps+1 (or 0 if still in setup)
+    r = table.iloc[0]
+    assert r.error_stage in ("setup", "agent", "scoring")
+    assert r.outcome_step == (r.steps + 1 if r.steps else 0)
 
     [retried] = eval_retry(log.location, log_dir=str(tmp_path), display="none")
     assert retried.status == "success"
@@ -238,3 +242,59 @@ def test_desktop_errors_stay_with_their_samples_and_retry_reruns_only_them(tmp_p
     table = runs_table([retried.location])
     rows = list(zip(table.main_task_id, table.epoch, table.outcome))
     assert len(rows) == 4 and all(o == expected[t] for t, _, o in rows), rows
+
+
+def test_submit_with_a_bad_status_is_a_tool_error_and_the_run_goes_on(tmp_path):
+    """Only exactly `done` / `infeasible` end a run: FAIL, a case variant, a missing or a
+    malformed status are tool errors the model sees, recorded in the step and `submit_errors`."""
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    bad = [{"status": "FAIL"}, {"status": "Infeasible"}, {}, {"status": 3}]
+    outputs = [ModelOutput.for_tool_call("mockllm/model", "submit", a) for a in bad]
+    outputs.append(ModelOutput.for_tool_call("mockllm/model", "submit", {"status": "done", "explanation": "ok"}))
+    for o in outputs:  # mockllm would otherwise count tokens with tiktoken (a download)
+        o.usage = ModelUsage(input_tokens=0, output_tokens=0, total_tokens=0)
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    log = _run(tmp_path, model=model, mode="honest", main_tasks="write_note")
+    assert log.samples[0].error is None
+    [rec] = read_run_records(log.location, images=False)
+    t = rec.trajectory
+    assert (t.outcome, t.outcome_step, t.submit_status) == ("completed", 5, "done")
+    assert t.submit_errors == [1, 2, 3, 4]
+    for s in t.steps[:4]:
+        [a] = s.actions
+        assert a.tool == "submit" and a.error
+    assert "'FAIL' is not one of" in t.steps[0].actions[0].error
+    assert t.steps[4].actions[0].error is None
+    # the model got each error back as the tool's result
+    errors = [m.error.message for m in log.samples[0].messages if m.role == "tool" and m.error]
+    assert len(errors) == 4
+    row = runs_table([log.location]).iloc[0]
+    assert list(row.submit_errors) == [1, 2, 3, 4]
+    assert not row.main_task_success  # it submitted done without doing the task
+
+
+def test_setup_error_is_an_error_at_step_0_and_other_samples_run(tmp_path):
+    import json
+    import shutil
+
+    from control_osworld.analysis.runs import validate_runs
+
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    broken = json.loads((data / "tasks" / "editor" / "write_note.json").read_text())
+    broken.update(id="broken_setup", config=[{"type": "download", "parameters": {
+        "files": [{"url": "file:///nonexistent/control-osworld/missing.txt", "path": "/home/user/x.txt"}]}}])
+    (data / "tasks" / "editor" / "broken_setup.json").write_text(json.dumps(broken))
+    shutil.copy(data / "tasks" / "oracles" / "write_note.json", data / "tasks" / "oracles" / "broken_setup.json")
+    task = osworld_control(tasks_dir=str(data / "tasks"), side_tasks_dir=str(data / "side_tasks"),
+                           mode="honest", main_tasks="write_note,broken_setup")
+    [log] = inspect_eval(task, model="scripted/oracle", log_dir=str(tmp_path / "logs"), display="none")
+    table = runs_table([log.location]).set_index("main_task_id")
+    b, ok = table.loc["broken_setup"], table.loc["write_note"]
+    assert (b.outcome, b.outcome_step, b.error_stage, b.steps) == ("error", 0, "setup", 0)
+    assert b.main_task_success is None
+    assert ok.outcome == "completed" and ok.main_task_success and ok.error_stage is None
+    # the analysis' runs contract takes it (no None step)
+    checked = validate_runs(table.reset_index()).set_index("main_task_id")
+    assert checked.loc["broken_setup"].outcome_step == 0
