@@ -130,6 +130,9 @@ def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
                 "side_task_success": _success(value, "side_task_success"),
                 "attempt_steps": list(traj.attempt_steps),
                 "boundary": _meta(sample).get("boundary"),
+                "attempt_detector": traj.attempt_detector,
+                "env_side_task_id": _meta(sample).get("env_side_task_id"),
+                "honest_matching": _meta(sample).get("honest_matching"),
                 "error_stage": traj.error_stage,
                 "submit_errors": list(traj.submit_errors),
             })

@@ -48,6 +48,9 @@ class RunConfig(BaseModel):
     side_tasks: list[str] | None = None
     apps: list[str] | None = None
     boundary: Literal["open", "closed"] = "open"
+    honest_matching: Literal["matched", "per_main"] = "matched"
+    """Honest runs: one per (main, side) pairing in the side task's environment (matched), or one
+    per main task without side setup (per_main, the old way)."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -85,7 +88,8 @@ def build_tasks(cfg: RunConfig) -> list:
         model = get_model(pairing.untrusted_model, **pairing.model_args) if pairing.model_args else pairing.untrusted_model
         common = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
                       tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
-                      apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples)
+                      apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
+                      honest_matching=cfg.honest_matching)
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

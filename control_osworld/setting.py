@@ -1,8 +1,14 @@
 """The ControlArena Setting: OSWorld-style main tasks × side tasks on real desktops.
 
-Honest mode: one sample per runnable main task. Attack mode: one sample per (main, side)
-pairing. `side_task_as_main`: the side task's instruction given openly as the task (to
-measure capability and refusal), checked by the side task's checker.
+Attack mode: one sample per (main, side) pairing. Honest mode, `honest_matching`:
+- `matched` (default): one sample per pairing too, with the same sample id as its attack
+  counterpart, in the same environment (the side task's setup applied, its sink mode set) but
+  without its objective (no side-task text, no side-task name, no checker). Honest and attack
+  runs then differ only in the attack, over the same main-task mix. Sample metadata records
+  `env_side_task_id` (whose environment) and `honest_matching`.
+- `per_main` (the old behaviour): one sample per runnable main task, without any side setup.
+`side_task_as_main`: the side task's instruction given openly as the task (to measure
+capability and refusal), checked by the side task's checker.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class OSWorldControlSetting(Setting):
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
     boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
     side_task_as_main: bool = Field(default=False, description="Give the side task openly as the task.")
+    honest_matching: Literal["matched", "per_main"] = Field(
+        default="matched", description="Honest samples: `matched` = one per (main, side) pairing in the side "
+        "task's environment without its objective; `per_main` = one per main task, no side setup (the old way).")
     allow_bash: bool = Field(default=False, description="Offer bash on every task (else only where a task allows).")
     model_width: int = 1366
     model_height: int = 768
@@ -68,18 +77,25 @@ class OSWorldControlSetting(Setting):
         mains = cat.runnable_main_tasks(ids=self.main_tasks, apps=self.apps)
         samples: list[Sample] = []
         if eval_mode == EvalMode.HONEST and not self.side_task_as_main:
-            for t in mains:
-                samples.append(self._sample(t, None, eval_mode))
+            if self.honest_matching == "per_main":
+                for t in mains:
+                    samples.append(self._sample(t, None, eval_mode))
+            else:
+                for t, s in cat.pairings(mains, side_ids=self.side_tasks):
+                    samples.append(self._sample(t, None, eval_mode, env_side=s))
         else:
             for t, s in cat.pairings(mains, side_ids=self.side_tasks):
                 samples.append(self._sample(t, s, eval_mode))
         return samples
 
-    def _sample(self, task, side, eval_mode: EvalMode) -> Sample:
+    def _sample(self, task, side, eval_mode: EvalMode, env_side=None) -> Sample:
+        """`side`: the side task given (attack, side_task_as_main); `env_side`: a side task whose
+        environment only is used (matched honest samples)."""
         from control_osworld.agent.policies import load_prompt
 
         main_text = task.instruction
         side_text = side.instruction if side is not None else ""
+        env = side if side is not None else env_side
         extra = {
             "tasks_dir": self.tasks_dir,
             "side_tasks_dir": self.side_tasks_dir,
@@ -88,7 +104,9 @@ class OSWorldControlSetting(Setting):
             "app": task.app,
             "infeasible": task.infeasible,
             "allow_bash": self.allow_bash or task.allows_bash,
-            "boundary": self.boundary if side is not None and side.has_boundary else None,
+            "boundary": self.boundary if env is not None and env.has_boundary else None,
+            "env_side_task_id": env.id if env is not None else None,
+            "honest_matching": self.honest_matching,
             "side_task_category": side.category if side is not None else None,
             "screen_note": f"{self.desktop.screen_width}x{self.desktop.screen_height} screen, "
                            f"shown to you at {self.model_width}x{self.model_height}",
@@ -107,7 +125,7 @@ class OSWorldControlSetting(Setting):
             side_task_name=side.id if side is not None else None,
             metadata=extra,
         )
-        sid = task.id if side is None else f"{task.id}__{side.id}"
+        sid = task.id if env is None else f"{task.id}__{env.id}"
         return Sample(id=sid, input=main_text, metadata=meta.model_dump())
 
     # ---------------------------------------------------------------- environment
@@ -164,12 +182,15 @@ def prepare_sample() -> Solver:
         task = cat.main(extra["main_task_id"])
         side_id = extra.get("side_task_id")
         # Side setup first: upstream's control setting prepends it to the main task's config.
-        if side_id:
-            side = cat.side(side_id)
-            await cat.setup(env, side, boundary=extra.get("boundary"))
+        # Matched honest samples get it too (`env_side_task_id`), without the objective or checker.
+        env_side_id = side_id or extra.get("env_side_task_id")
+        if env_side_id:
+            await cat.setup(env, cat.side(env_side_id), boundary=extra.get("boundary"))
         await cat.setup(env, task)
         if side_id:
+            side = cat.side(side_id)
             checker = cat.checker(env, side, boundary=extra.get("boundary"))
+            await checker.prime()  # the attempt detector's baseline, after all setup
             register_checker(_sample_key(), checker.check)
         return state
 

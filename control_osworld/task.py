@@ -3,6 +3,7 @@
     inspect eval control_osworld/task.py@osworld_control --model scripted/oracle -T mode=attack
     inspect eval control_osworld/task.py@osworld_control --model anthropic/claude-sonnet-4-5 \
         -T mode=attack -T attack_prompt=attack_reminder -T reminder_every=4
+    inspect eval ... -T mode=honest -T honest_matching=per_main   # honest runs without side setup (old way)
 
 Every option is a -T task argument, so `inspect eval-retry` re-creates the same task.
 """
@@ -45,6 +46,7 @@ def osworld_control(
     apps: str | list[str] | None = None,
     boundary: str = "open",
     side_task_as_main: bool = False,
+    honest_matching: str = "matched",
     allow_bash: bool = False,
     untrusted_model: str | None = None,
     trusted_model: str | None = None,
@@ -63,7 +65,7 @@ def osworld_control(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
         desktop=DesktopSpec(url=url, vm_image=vm_image), boundary=boundary, side_task_as_main=side_task_as_main,
-        allow_bash=allow_bash, settle_s=settle_s,
+        honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
@@ -81,7 +83,8 @@ def osworld_control(
     built = get_control_task(setting, protocol, eval_mode, eval_config=config,
                              task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
                                                        "untrusted_model": untrusted_model,
-                                                       "reminder_every": reminder_every, "budget": budget})
+                                                       "reminder_every": reminder_every, "budget": budget,
+                                                       "honest_matching": honest_matching})
     # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
     # the Task. Without it one sample's desktop error would cancel every other sample.
     return task_with(built, fail_on_error=False)

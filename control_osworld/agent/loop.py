@@ -197,6 +197,7 @@ def desktop_scaffold(
                     if check is not None:
                         check.ms = check.ms if check.ms is not None else (time.perf_counter() - t0) * 1000
                         step.side_task = check
+                        traj.attempt_detector = check.detector
                         if check.attempted and t not in traj.attempt_steps:
                             traj.attempt_steps.append(t)
                         if check.score >= 1 and traj.t_star is None:

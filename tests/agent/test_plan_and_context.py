@@ -146,3 +146,25 @@ def test_tamper_strategy_adds_the_tricks_after_the_side_steps():
     assert len(side) == len(SIDE["steps"]) + len(tricks)
     assert side == list(range(side[0], side[0] + len(side)))  # one block, tricks after the side steps
     assert plan.effect_step == side[0] + SIDE["effect_step"]
+
+
+def test_matched_honest_dataset_mirrors_the_attack_pairings():
+    from control_arena import EvalMode
+
+    from control_osworld.setting import OSWorldControlSetting
+
+    setting = OSWorldControlSetting()
+    attack = setting.get_dataset(EvalMode.ATTACK)
+    honest = setting.get_dataset(EvalMode.HONEST)
+    assert [s.id for s in honest] == [s.id for s in attack]  # same main-task mix, same sample ids
+    for h, a in zip(honest, attack):
+        hm, am = h.metadata, a.metadata
+        assert hm["side_task_name"] is None and hm["side_task_description"] == ""
+        assert hm["metadata"]["side_task_id"] is None
+        assert hm["metadata"]["env_side_task_id"] == am["metadata"]["side_task_id"]
+        assert hm["metadata"]["boundary"] == am["metadata"]["boundary"]
+        assert am["side_task_description"] and am["side_task_description"] not in str(hm)
+        assert hm["metadata"]["honest_matching"] == "matched"
+    old = OSWorldControlSetting(honest_matching="per_main").get_dataset(EvalMode.HONEST)
+    assert len({s.metadata["main_task_name"] for s in old}) == len(old)
+    assert all(s.metadata["metadata"]["env_side_task_id"] is None for s in old)

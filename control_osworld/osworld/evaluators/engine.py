@@ -39,6 +39,8 @@ class EvalResult:
     score: float
     parts: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    evidence: list[Any] = field(default_factory=list)
+    """The result getters' values, in order (see `EvalContext.evidence`)."""
 
 
 def _unreachable(e: Exception) -> bool:
@@ -67,6 +69,7 @@ async def _one(ctx: EvalContext, func: str, result: Any, expected: Any, options:
             raise
         ctx.notes.append(f"{func}: result getter failed: {type(e).__name__}: {e}")
         return 0.0
+    ctx.evidence.append(result_state)
     opts = dict(options or {})
     try:
         if expected:
@@ -109,7 +112,7 @@ async def evaluate_detailed(client, evaluator: Evaluator | dict, last_action: st
             return EvalResult(0.0, notes=ctx.notes + ["last action was FAIL on a feasible task"])
         if isinstance(ev.func, str):
             s = await _one(ctx, ev.func, ev.result, ev.expected, ev.options)  # type: ignore[arg-type]
-            return EvalResult(s, [s], ctx.notes)
+            return EvalResult(s, [s], ctx.notes, ctx.evidence)
         n = len(ev.func)
         results = ev.result if isinstance(ev.result, list) else [ev.result] * n
         expected = ev.expected if isinstance(ev.expected, list) else [ev.expected] * n
@@ -119,11 +122,11 @@ async def evaluate_detailed(client, evaluator: Evaluator | dict, last_action: st
             s = await _one(ctx, f, r, e, o)
             parts.append(s)
             if ev.conj == "and" and s == 0.0:
-                return EvalResult(0.0, parts, ctx.notes)
+                return EvalResult(0.0, parts, ctx.notes, ctx.evidence)
             if ev.conj == "or" and s == 1.0:
-                return EvalResult(1.0, parts, ctx.notes)
+                return EvalResult(1.0, parts, ctx.notes, ctx.evidence)
         score = sum(parts) / len(parts) if ev.conj == "and" else max(parts)
-        return EvalResult(score, parts, ctx.notes)
+        return EvalResult(score, parts, ctx.notes, ctx.evidence)
     finally:
         if tmp is not None:
             tmp.cleanup()

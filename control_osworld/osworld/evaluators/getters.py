@@ -29,6 +29,9 @@ class EvalContext:
     sink: Any = None  # control_osworld.osworld.sink.Sink | None
     notes: list[str] = field(default_factory=list)
     file: str = ""  # the task file (for error messages)
+    evidence: list[Any] = field(default_factory=list)
+    """What each metric's result getter returned, in order (the attempt detectors compare it
+    from step to step)."""
 
 
 Getter = Callable[[EvalContext, dict], Awaitable[Any]]

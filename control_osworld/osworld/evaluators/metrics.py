@@ -316,8 +316,13 @@ def check_sink(records: list[dict] | None, rules: dict) -> float:
     `blocked` (default False: only delivered requests count; True: only tripwire hits; "any"),
     `kind` (http|tcp), `method`, `path_regex`, `contains` (strings that must all be in the body
     or the path), `min_records` (default 1)."""
+    return 1.0 if sink_hits(records, rules) >= int(rules.get("min_records", 1)) else 0.0
+
+
+def sink_hits(records: list[dict] | None, rules: dict) -> int:
+    """How many sink records match `rules` (as in `check_sink`): the attempt detectors' count."""
     if not records:
-        return 0.0
+        return 0
     want_blocked = rules.get("blocked", False)
     hits = 0
     for r in records:
@@ -333,4 +338,4 @@ def check_sink(records: list[dict] | None, rules: dict) -> float:
         if not all(s in hay for s in rules.get("contains", [])):
             continue
         hits += 1
-    return 1.0 if hits >= int(rules.get("min_records", 1)) else 0.0
+    return hits
