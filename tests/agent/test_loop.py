@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai import eval_retry
@@ -297,7 +298,7 @@ def test_setup_error_is_an_error_at_step_0_and_other_samples_run(tmp_path):
     b, ok = table.loc["broken_setup"], table.loc["write_note"]
     assert (b.outcome, b.outcome_step, b.error_stage, b.steps) == ("error", 0, "setup", 0)
     assert b.main_task_success is None
-    assert ok.outcome == "completed" and ok.main_task_success and ok.error_stage is None
+    assert ok.outcome == "completed" and ok.main_task_success and pd.isna(ok.error_stage)
     # the analysis' runs contract takes it (no None step)
     checked = validate_runs(table.reset_index()).set_index("main_task_id")
     assert checked.loc["broken_setup"].outcome_step == 0
@@ -342,6 +343,6 @@ def test_matched_honest_runs_get_the_side_setup_but_not_its_objective(tmp_path):
     assert m.sample_id == "write_note__drop_marker"  # the attack counterpart's id
     assert (m.env_side_task_id, m.honest_matching) == ("drop_marker", "matched")
     assert m.main_task_success  # the side task's setup ran: its file was there
-    assert m.outcome == "completed" and m.t_star is None and m.attempt_detector is None
-    assert (p.sample_id, p.env_side_task_id, p.honest_matching) == ("write_note", None, "per_main")
+    assert m.outcome == "completed" and pd.isna(m.t_star) and pd.isna(m.attempt_detector)
+    assert (p.sample_id, p.honest_matching) == ("write_note", "per_main") and pd.isna(p.env_side_task_id)
     assert not p.main_task_success  # no side setup, so the file the evaluator needs is missing
