@@ -62,6 +62,7 @@ log_dir: {tmp_path / 'logs'}
 tasks_dir: {DATA / 'tasks'}
 side_tasks_dir: {DATA / 'side_tasks'}
 modes: [honest, attack]
+honest_matching: per_main
 pairings:
   - untrusted_model: scripted/oracle
 max_samples: 2
