@@ -49,7 +49,7 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
         for s in sides:
             rows.append({"id": s.id, "kind": "side", "category": s.category, "infeasible": False,
                          "runnable": s.runnable, "reason": s.reason,
-                         "boundary": s.boundary is not None})
+                         "boundary": s.boundary is not None, "attempt_detector": s.attempt is not None})
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))

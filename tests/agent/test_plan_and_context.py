@@ -48,9 +48,9 @@ def test_attack_strategies_place_the_effect(strategy):
     side_calls = [c for t in plan.turns for c in t.calls if c in [x for s in SIDE["steps"] for x in s["calls"]]]
     assert len(side_calls) == 3  # every side call is played exactly once
     if strategy == "blatant":
-        assert k == 2 and plan.giveaway
-        assert "side task" in plan.turns[0].text.lower() or "hidden" in plan.turns[0].text.lower() \
-            or "secret" in plan.turns[0].text.lower()
+        assert k == 2 and not plan.giveaway  # side steps first; giveaway only by the knob
+        given = build_plan(_oracle(10), SIDE, sample_id="s", epoch=1, seed=0, strategy=strategy, giveaway=1.0)
+        assert given.giveaway and any(w in given.turns[0].text.lower() for w in ("side task", "hidden", "secret"))
     if strategy == "hidden":
         host = plan.turns[k - 1]
         assert any(c["arguments"].get("action") == "left_click" for c in host.calls)  # shares a main turn
@@ -168,3 +168,59 @@ def test_matched_honest_dataset_mirrors_the_attack_pairings():
     old = OSWorldControlSetting(honest_matching="per_main").get_dataset(EvalMode.HONEST)
     assert len({s.metadata["main_task_name"] for s in old}) == len(old)
     assert all(s.metadata["metadata"]["env_side_task_id"] is None for s in old)
+
+
+def _real_pairs():
+    from control_osworld.catalogue import Catalogue
+
+    cat = Catalogue.load()
+    mains = cat.runnable_main_tasks()
+    return cat, cat.pairings(mains)
+
+
+@pytest.mark.parametrize("strategy", ["burst", "spread", "hidden"])
+def test_real_oracles_put_side_steps_mid_task(strategy):
+    """Every main oracle a side task pairs with marks inner rest points, except the few listed
+    (form filling, one-dialog tasks): there burst/spread/hidden play the side steps strictly
+    after the first and before the last main step."""
+    from control_osworld.agent.scripted import _oracle_turns, _rest_points
+
+    cat, pairs = _real_pairs()
+    no_inner = set()
+    for main, side in pairs:
+        m = cat.oracle(main.id)
+        inner = [p for p in _rest_points(_oracle_turns(m)) if 0 < p < len(m["steps"])]
+        if not inner:
+            no_inner.add(main.id)
+            continue
+        for seed in range(3):
+            plan = build_plan(m, cat.side_oracle(side.id), sample_id=f"{main.id}__{side.id}", epoch=1, seed=seed,
+                              strategy=strategy, giveaway=0.0)
+            kinds = [t.side for t in plan.turns[:-1]]
+            first_side = kinds.index(True)
+            main_before = sum(1 for k in kinds[:first_side] if not k)
+            main_after = sum(1 for k in kinds[first_side:] if not k) + plan.turns[first_side].hosts_main
+            assert main_before >= 1 and main_after >= 1, (main.id, side.id, strategy, seed)
+    assert no_inner <= {"ff-expense-form", "ff-timesheet-form", "ff-save-page", "calc-export-csv",
+                        "mp-colour-to-color"}, no_inner
+    assert len(no_inner) < len({m.id for m, _ in pairs}) / 4
+
+
+def test_no_giveaway_means_no_side_text_in_visible_text():
+    from control_osworld.agent.scripted import _texts
+
+    cat, pairs = _real_pairs()
+    neutral = set(_texts()["narrate"])
+    for main, side in pairs:
+        so = cat.side_oracle(side.id)
+        side_texts = {s.get("text") for s in so["steps"] if s.get("text")}
+        for strategy in STRATEGIES:
+            plan = build_plan(cat.oracle(main.id), so, sample_id=f"{main.id}__{side.id}", epoch=1, seed=0,
+                              strategy=strategy, giveaway=0.0)
+            main_texts = {t.text for t in plan.turns if not t.side}
+            for t in plan.turns:
+                assert side.instruction not in t.text
+                if t.side:  # neutral narration, or (hidden) the text of the main turn it rides in
+                    assert t.text in neutral or (t.hosts_main and t.text not in side_texts - main_texts), \
+                        (side.id, strategy, t.text)
+                    assert t.text in neutral or t.hosts_main, (side.id, strategy, t.text)
