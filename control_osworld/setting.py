@@ -166,12 +166,11 @@ def prepare_sample() -> Solver:
     side-task checker for the loop."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
+        from inspect_ai.util import store
+
         from control_osworld.agent.loop import _sample_key, register_checker
         from control_osworld.agent.tools import desktop
         from control_osworld.catalogue import Catalogue
-
-        from inspect_ai.util import store
-
         from control_osworld.trajectory import PROGRESS_KEY
 
         store().set(PROGRESS_KEY, {"stage": "setup"})
