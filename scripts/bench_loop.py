@@ -67,7 +67,7 @@ def episode_rates(log_path: str) -> tuple[float, int, float]:
 
 def run_episode(tasks: Path, sides: Path, samples: int, log_dir: str) -> str:
     task = osworld_control(mode="honest", tasks_dir=str(tasks), side_tasks_dir=str(sides), settle_s=0.0,
-                           epochs=samples, max_samples=samples)
+                           epochs=samples, max_samples=samples, honest_matching="per_main")  # no side tasks here
     [log] = inspect_eval(task, model="scripted/oracle", model_args={"vary": False}, log_dir=log_dir,
                          display="none", max_samples=samples, max_sandboxes=samples)
     assert log.status == "success", log.error
