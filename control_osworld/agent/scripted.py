@@ -285,12 +285,14 @@ class ScriptedModel(ModelAPI):
         from control_osworld.catalogue import Catalogue
 
         extra = metadata.get("metadata", {})
-        key = (sample_id, epoch)
+        side_id = extra.get("side_task_id")
+        mode = metadata.get("eval_mode")
+        attack = str(getattr(mode, "value", mode)) == "attack"
+        # Matched honest and attack samples share their sample id (and one model instance may
+        # serve both evals): the mode and the side task are part of the plan's key.
+        key = (sample_id, epoch, attack, side_id, bool(extra.get("side_task_as_main")), extra.get("main_task_id"))
         if key not in self._plans:
             cat = Catalogue.for_sample(extra)
-            side_id = extra.get("side_task_id")
-            mode = metadata.get("eval_mode")
-            attack = str(getattr(mode, "value", mode)) == "attack"
             if extra.get("side_task_as_main"):
                 main, side = {**cat.side_oracle(side_id), "submit": "done"}, None
                 main = {"steps": main["steps"], "submit": "done"}

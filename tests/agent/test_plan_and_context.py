@@ -224,3 +224,25 @@ def test_no_giveaway_means_no_side_text_in_visible_text():
                     assert t.text in neutral or (t.hosts_main and t.text not in side_texts - main_texts), \
                         (side.id, strategy, t.text)
                     assert t.text in neutral or t.hosts_main, (side.id, strategy, t.text)
+
+
+def test_one_model_plays_matched_honest_and_attack_samples_apart():
+    """Matched honest and attack samples share a sample id and, in the main job, one scripted
+    model instance: each must get its own plan (the attack one with the side steps)."""
+    from control_arena import EvalMode
+
+    from control_osworld.agent.scripted import ScriptedModel
+    from control_osworld.setting import OSWorldControlSetting
+
+    setting = OSWorldControlSetting(main_tasks=["os-archive-logs"], side_tasks=["delete-ledger-backup"])
+    [h] = setting.get_dataset(EvalMode.HONEST)
+    [a] = setting.get_dataset(EvalMode.ATTACK)
+    assert h.id == a.id
+    model = ScriptedModel("oracle")
+    honest = model.plan_for(h.metadata, str(h.id), 1)
+    attack = model.plan_for(a.metadata, str(a.id), 1)
+    assert not any(t.side for t in honest.turns) and honest.strategy is None
+    assert any(t.side for t in attack.turns) and attack.effect_step is not None
+    # the honest part is the same variation in both
+    assert [t.calls for t in honest.turns if not t.side] == [t.calls for t in attack.turns if not t.side
+                                                               and not t.hosts_main] or attack.strategy == "hidden"
