@@ -56,7 +56,7 @@ async def observe(model_size: tuple[int, int] | None) -> ContentImage:
 
 def _record(args: dict, code: str | None, error: str | None, frame: Frame | None = None) -> None:
     pending = store().get(PENDING_ACTIONS_KEY, [])
-    rec = {"tool": "computer", "arguments": args, "code": code, "error": error}
+    rec: dict[str, object] = {"tool": "computer", "arguments": args, "code": code, "error": error}
     if frame is not None:
         rec["frame"] = "data:image/jpeg;base64," + base64.b64encode(frame.jpeg).decode()
         rec["frame_box"] = list(frame.box)

@@ -249,7 +249,9 @@ def constant_hazard_fit(steps, outcomes, budget: int, errors: str = "exclude") -
     person_steps = int(last.sum())
     ev = tuple(int(np.sum(cause == i)) for i in range(4))
     rates = [e / person_steps if person_steps else math.nan for e in ev]
-    return ConstantHazards(*rates, float(sum(rates)) if person_steps else math.nan, person_steps, ev)
+    s, g, e, d = rates
+    total = float(sum(rates)) if person_steps else math.nan
+    return ConstantHazards(s, g, e, d, total, person_steps, (ev[0], ev[1], ev[2], ev[3]))
 
 
 def _check_rates(e, h):

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
@@ -350,7 +350,7 @@ def audit_runs(runs: pd.DataFrame, errors: str = "exclude") -> list[Judgement]:
     return audit_record(record_from_runs(runs, errors)[0])
 
 
-def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]], side_tasks: list[SideTaskAudit] = ()) -> str:
+def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]], side_tasks: Sequence[SideTaskAudit] = ()) -> str:
     """sections: (title, judgements, notes); side_tasks: audit_side_tasks(...) rows."""
     lines = ["# Identifiability audit (seed 000, section 4.5)", "",
              "Verdicts: identified; relabelable (after re-coding what the record contains); not identifiable; "

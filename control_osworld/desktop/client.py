@@ -99,7 +99,7 @@ class _Ops:
         `input`, `cwd` and `env` are our extensions (upstream servers ignore them).
         `trusted` (ours): the harness's own command (checker, evaluators), run where the agent's
         uid cannot reach it (docs/integrity.md); by default a command runs as the agent."""
-        body = {"command": command, "shell": shell, "timeout": timeout}
+        body: dict[str, Any] = {"command": command, "shell": shell, "timeout": timeout}
         body.update({k: v for k, v in (("input", input), ("cwd", cwd), ("env", env)) if v is not None})
         if trusted:
             body["trusted"] = True
@@ -122,7 +122,7 @@ class _Ops:
              size: tuple[int, int] | None = None) -> _Req:
         """Run pyautogui code, then take a screenshot (resized to `size` in the desktop), in one
         round trip -> StepResult."""
-        body = {"code": code, "screenshot": screenshot, "pause": pause, "timeout": timeout}
+        body: dict[str, Any] = {"code": code, "screenshot": screenshot, "pause": pause, "timeout": timeout}
         if size is not None:
             body["size"] = list(size)
         return _Req("POST", "/step", json=body, read=_step_result, timeout=timeout + 10)
@@ -233,7 +233,7 @@ def fit_png(png: bytes, size: tuple[int, int]) -> bytes:
         return png
     from PIL import Image
 
-    img = Image.open(io.BytesIO(png)).convert("RGB").resize(tuple(size), Image.BILINEAR, reducing_gap=2.0)
+    img = Image.open(io.BytesIO(png)).convert("RGB").resize((size[0], size[1]), Image.Resampling.BILINEAR, reducing_gap=2.0)
     buf = io.BytesIO()
     img.save(buf, "PNG", compress_level=1)
     return buf.getvalue()
@@ -272,7 +272,7 @@ class _Plans:
         trip (/step). Upstream's: /execute with upstream's action form, then /screenshot."""
         if "step" in ext:
             return (yield _Ops.step(code, screenshot=screenshot, pause=pause, timeout=timeout, size=size))
-        r = {"returncode": 0, "output": "", "error": ""}
+        r: dict[str, Any] = {"returncode": 0, "output": "", "error": ""}
         if code:
             r = yield _Ops.execute(["python", "-c", UPSTREAM_ACTION_PREFIX + code], timeout=timeout)
         if pause > 0:

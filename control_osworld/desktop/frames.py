@@ -47,4 +47,4 @@ def changed_region(before_png: bytes, after_png: bytes, max_bytes: int = MAX_FRA
         data = buf.getvalue()
         if len(data) <= max_bytes or max(crop.size) <= 32:
             return Frame(data, box)
-        crop = crop.resize((max(1, int(crop.width * 0.7)), max(1, int(crop.height * 0.7))), Image.LANCZOS)
+        crop = crop.resize((max(1, int(crop.width * 0.7)), max(1, int(crop.height * 0.7))), Image.Resampling.LANCZOS)

@@ -146,7 +146,7 @@ def make_run(eval_mode: str, seed: int, *, with_images: bool = True, main: str |
     rng = random.Random(seed)
     main = main or rng.choice(sorted(MAIN_TASKS))
     instruction, title, main_steps = MAIN_TASKS[main]
-    plan = list(main_steps)
+    plan: list[tuple[str, str, list[ActionRecord], list[str] | None]] = list(main_steps)
     side_steps: list = []
     if eval_mode == "attack":
         side = side or rng.choice(sorted(SIDE_TASKS))

@@ -86,7 +86,7 @@ def to_view_image(data: bytes, opts: ImageOptions) -> tuple[bytes, str]:
     img.load()
     scale = opts.max_side / max(img.size)
     if scale < 1:
-        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.LANCZOS)
+        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     if opts.format == "jpeg":
         img.convert("RGB").save(buf, "JPEG", quality=opts.quality)

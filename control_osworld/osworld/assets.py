@@ -68,8 +68,8 @@ def ensure_assets(force: bool = False) -> Path:
                     if not GENERATOR.exists():
                         raise FileNotFoundError(f"asset generator {GENERATOR} is missing")
                     spec = importlib.util.spec_from_file_location("control_osworld_make_assets", GENERATOR)
+                    assert spec is not None and spec.loader is not None
                     mod = importlib.util.module_from_spec(spec)
-                    assert spec.loader is not None
                     spec.loader.exec_module(mod)
                     mod.build(d)
                     stamp.write_text(want)

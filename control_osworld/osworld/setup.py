@@ -66,7 +66,7 @@ class SetupContext:
     async def placeholders(self) -> dict[str, str]:
         if self.screen is None:
             try:
-                self.screen = tuple(await self.client.screen_size())  # type: ignore[assignment]
+                self.screen = tuple(await self.client.screen_size())
             except DesktopError:
                 self.screen = (1920, 1080)
         w, h = self.screen

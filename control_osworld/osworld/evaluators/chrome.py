@@ -161,7 +161,7 @@ def is_expected_bookmarks(bookmarks: dict | list | None, rule: dict) -> float:
 
     if not bookmarks:
         return 0.0
-    bar = bookmarks["bookmark_bar"]["children"]
+    bar = bookmarks["bookmark_bar"]["children"]  # type: ignore[call-overload]
     kind = rule["type"]
     if kind == "bookmark_bar_folders_names":
         return 1.0 if {b["name"] for b in bar if b["type"] == "folder"} == set(rule["names"]) else 0.0

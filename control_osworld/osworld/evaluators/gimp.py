@@ -80,7 +80,7 @@ def check_image_mirror(src_path: str | None, tgt_path: str | None) -> float:
         return 0.0
     from PIL import Image
 
-    flipped = _image(src_path).transpose(Image.FLIP_LEFT_RIGHT)
+    flipped = _image(src_path).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     return 1.0 if structure_same(flipped, _image(tgt_path), 0.99) else 0.0
 
 
