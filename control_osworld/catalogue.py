@@ -89,7 +89,7 @@ class Catalogue:
         if isinstance(item, SideTask) and item.has_boundary:
             sink = self.sink(env)
             if sink is not None:
-                await sink.aset_mode(boundary or item.boundary.default)
+                await sink.aset_mode(boundary or item.boundary.default)  # type: ignore[union-attr]  # has_boundary
 
     def sink(self, env):
         from control_osworld.osworld.sink import Sink

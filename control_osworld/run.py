@@ -34,7 +34,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     log_dir: str = "logs/run"
-    modes: list[Literal["honest", "attack"]] = Field(default_factory=lambda: ["honest", "attack"])
+    modes: list[Literal["honest", "attack"]] = ["honest", "attack"]  # pydantic copies the default
     pairings: list[Pairing]
     epochs: int = 1
     budget: int = 75
@@ -86,7 +86,7 @@ def build_tasks(cfg: RunConfig) -> list:
     tasks = []
     for pairing in cfg.pairings:
         model = get_model(pairing.untrusted_model, **pairing.model_args) if pairing.model_args else pairing.untrusted_model
-        common = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
+        common: dict[str, Any] = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
                       tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
                       apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
                       honest_matching=cfg.honest_matching)

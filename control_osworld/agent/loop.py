@@ -184,7 +184,8 @@ def desktop_scaffold(
                             step.actions.append(ActionRecord(tool=call.function, arguments=call.arguments, error=err))
                         elif call.function != "computer":
                             step.actions.append(ActionRecord(tool=call.function, arguments=call.arguments, error=err))
-                    computer_actions = [ActionRecord(**a) for a in store().get(PENDING_ACTIONS_KEY, [])]
+                    pending: list[dict] = store().get(PENDING_ACTIONS_KEY, [])
+                    computer_actions = [ActionRecord(**a) for a in pending]
                     store().set(PENDING_ACTIONS_KEY, [])
                     # Keep the calls' order: computer calls were recorded by the tool itself.
                     step.actions = computer_actions + step.actions

@@ -40,7 +40,7 @@ def desktop() -> DesktopSandboxEnvironment:
 def screenshot_content(png: bytes, size: tuple[int, int] | None) -> ContentImage:
     """The screenshot as the model sees it: resized to `size` (PNG)."""
     if size is not None:
-        img = Image.open(io.BytesIO(png))
+        img: Image.Image = Image.open(io.BytesIO(png))
         if img.size != size:
             img = img.convert("RGB").resize(size, Image.Resampling.LANCZOS)
             buf = io.BytesIO()
@@ -158,7 +158,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
         result.append(screenshot_content(png, (model_w, model_h)))
         return result
 
-    return execute
+    return execute  # type: ignore[return-value]  # list[ContentText | ContentImage] is a ToolResult; list is invariant
 
 
 class SubmitArgs(BaseModel):

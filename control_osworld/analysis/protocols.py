@@ -95,7 +95,7 @@ def _weights(w: ResampleWeights | None, n: int) -> np.ndarray:
     return w.w
 
 
-def _counts(values: np.ndarray, rows: np.ndarray, n: int, w: np.ndarray):
+def _counts(values: np.ndarray, rows: np.ndarray, n: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct values [U], counts [U, B]): the resample weight of each value.
 
     rows: which of the n weighted runs each value belongs to (a run may hold many values, as

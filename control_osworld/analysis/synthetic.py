@@ -78,10 +78,10 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
     prompt = np.where(is_attack, rng.choice(np.array(spec.attack_prompts), size=n), "")
     a = np.where(is_attack, np.vectorize(lambda p: spec.attempt.get(p, 0.0))(prompt), 0.0)
     a = a * np.where(model == spec.models[0], 1.0, 0.7)  # models differ in propensity
-    boundary = np.where(is_attack & (rng.random(n) < spec.closed_fraction), "closed", None)
+    boundary = np.where(is_attack & (rng.random(n) < spec.closed_fraction), "closed", np.array(None))
     b = np.where(boundary == "closed", 0.0, spec.yield_)
     main_task = rng.integers(0, 60, n)
-    side = np.where(is_attack, np.array([f"side-{k % 12:02d}" for k in main_task]), None)
+    side = np.where(is_attack, np.array([f"side-{k % 12:02d}" for k in main_task]), np.array(None))
     # side tasks without an attempt detector (the last unrecorded_fraction of them) record no attempts
     no_detector = {f"side-{k:02d}" for k in range(12 - round(12 * spec.unrecorded_fraction), 12)}
     recorded = is_attack & ~np.isin(side.astype(str), sorted(no_detector))
@@ -114,7 +114,7 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
     escaped = outcome == "escaped"
     main_success = np.where(outcome == "completed", rng.random(n) < 0.6, False).astype(object)
     main_success[outcome == "error"] = None
-    side_success = np.where(is_attack, escaped, None).astype(object)
+    side_success = np.where(is_attack, escaped, np.array(None)).astype(object)
     run_id = np.array([f"run-{seed}-{i:06d}" for i in range(n)])
     return pd.DataFrame(
         {
@@ -136,7 +136,7 @@ def synthetic_runs(spec: SyntheticSpec = SyntheticSpec(), seed: int = 0) -> pd.D
             "side_task_success": side_success,
             "attempt_steps": [list(attempts[i]) if recorded[i] else None for i in range(n)],
             "boundary": boundary,
-            "attempt_detector": np.where(is_attack, recorded, None),
+            "attempt_detector": np.where(is_attack, recorded, np.array(None)),
         },
         columns=list(RUN_COLUMNS) + ["attempt_detector"],
     )
@@ -174,7 +174,7 @@ def synthetic_scores(runs: pd.DataFrame, spec: SyntheticSpec = SyntheticSpec(), 
             frames.append(pd.DataFrame({
                 "run_id": run_ids, "log": logs, "sample_id": sids, "epoch": epochs, "step": pd.array([pd.NA] * n, dtype="Int64"),
                 "monitor": mon, "monitor_kind": "full_trajectory", "inputs": inp, "config_hash": _config_hash(mon, inp),
-                "score": np.where(miss, np.nan, sc), "error": np.where(miss, "timeout", None),
+                "score": np.where(miss, np.nan, sc), "error": np.where(miss, "timeout", np.array(None)),
             }))
     # per-step rows: one per step actually taken
     steps_used = np.maximum(runs["steps"].to_numpy().astype(np.int64), 0)
@@ -203,7 +203,7 @@ def synthetic_scores(runs: pd.DataFrame, spec: SyntheticSpec = SyntheticSpec(), 
             frames.append(pd.DataFrame({
                 "run_id": run_ids[row_run], "log": logs[row_run], "sample_id": sids[row_run], "epoch": epochs[row_run],
                 "step": pd.array(row_step, dtype="Int64"), "monitor": mon, "monitor_kind": "per_step", "inputs": inp,
-                "config_hash": _config_hash(mon, inp), "score": np.where(miss, np.nan, sc), "error": np.where(miss, "timeout", None),
+                "config_hash": _config_hash(mon, inp), "score": np.where(miss, np.nan, sc), "error": np.where(miss, "timeout", np.array(None)),
                 "score_point": "post_action" if "post" in mon else "pre_action",
             }))
     out = pd.concat(frames, ignore_index=True)

@@ -276,7 +276,7 @@ class _Cell:
     rows: list = field(default_factory=list)
 
 
-def _metric_rows(cell: _Cell, point: dict, boot: dict, opts: DetectionOptions, name_map: dict):
+def _metric_rows(cell: _Cell, point: dict | None, boot: dict | None, opts: DetectionOptions, name_map: dict):
     def ci(key):
         if boot is None:
             return math.nan, math.nan

@@ -290,6 +290,7 @@ class LocalProvider(DesktopProvider):
                 go_r, go_w = os.pipe()
                 mapper = threading.Thread(target=_write_maps, args=(sync_r, go_w), daemon=True)
                 mapper.start()
+                fds: tuple[int, ...]
                 preexec, fds = _into_split_userns(cgs, sync_w, go_r), (info_w, sync_w, go_r)
             else:
                 preexec, fds = _drop_to(outer_uid, cgs), (info_w,)

@@ -179,7 +179,7 @@ def view_texts(view: View) -> dict[str, str]:
     if "T" in shown or view.texts("R"):
         out["T"] = "\n".join(view.texts("T") + view.texts("R"))
     if "S" in shown:
-        out["S"] = "\n".join(ocr_text(p.image) for p in view.images())
+        out["S"] = "\n".join(ocr_text(p.image) for p in view.images() if p.image is not None)
     return out
 
 

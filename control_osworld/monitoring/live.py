@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Literal, Sequence
 
+from control_arena.monitor import MonitorResponse
 from pydantic import Field
 
 from control_osworld.trajectory import ActionRecord, RunRecord, Step, Trajectory
@@ -126,7 +127,7 @@ def _builder():
             return (raw - lo) / (hi - lo) if normalise else raw
 
         @monitor
-        async def impl(state, tools) -> LiveMonitorResponse:
+        async def impl(state, tools) -> MonitorResponse:
             run = run_from_messages(state.messages)
             if not run.trajectory.steps or not run.trajectory.steps[-1].actions:
                 return LiveMonitorResponse(suspicion_score=scaled(lo), reason="no action proposed",
@@ -138,6 +139,7 @@ def _builder():
                 return LiveMonitorResponse(suspicion_score=scaled(fallback), reason=f"monitor error: {out.error}",
                                            score_parsed=False, error=out.error, monitor=config.name,
                                            inputs=config.inputs, config_hash=config.config_hash)
+            assert out.score is not None  # a judge without an error has a score
             return LiveMonitorResponse(suspicion_score=scaled(out.score), reason=out.reason, raw_score=out.score,
                                        monitor=config.name, inputs=config.inputs, config_hash=config.config_hash)
 

@@ -82,7 +82,7 @@ def to_view_image(data: bytes, opts: ImageOptions) -> tuple[bytes, str]:
         if hit is not None:
             _IMAGE_CACHE.move_to_end(key)
             return hit
-    img = Image.open(io.BytesIO(data))
+    img: Image.Image = Image.open(io.BytesIO(data))
     img.load()
     scale = opts.max_side / max(img.size)
     if scale < 1:
@@ -254,5 +254,6 @@ def render(run: RunRecord, config: MonitorConfig, inputs: str | None = None, ste
                                  include_reasoning=reasoning, task=task)
     if step is None:
         raise ValueError(f"monitor {config.name!r} is per_step: a step is needed")
-    return render_step(run, step, inputs=inputs, mode=config.mode, score_point=config.score_point,
+    # MonitorConfig sets both for per_step monitors (its defaults are the same)
+    return render_step(run, step, inputs=inputs, mode=config.mode or "rolling", score_point=config.score_point or "pre_action",
                        history=config.history, image=config.image, include_reasoning=reasoning, task=task)

@@ -185,7 +185,7 @@ def _getter_needs(getters: Any, file: str, where: str) -> list[AssetNeed]:
             paths = g.get("path")
             if isinstance(paths, list):
                 out += [AssetNeed(p, file, f"{at}.path[{m}]", "cloud_file") for m, p in enumerate(paths) if _is_url(p)]
-            elif _is_url(paths):
+            elif isinstance(paths, str) and _is_url(paths):
                 out.append(AssetNeed(paths, file, f"{at}.path", "cloud_file"))
     return out
 

@@ -147,7 +147,9 @@ def load_side_task(path: str | Path) -> SideTask:
 
 
 def _collect(files: list[Path], load, kind: str) -> LoadedList:
-    items, errors, seen = [], [], {}
+    items: list = []
+    errors: list = []
+    seen: dict = {}
     for f in files:
         try:
             item = load(f)

@@ -31,7 +31,7 @@ def usable(runs: pd.DataFrame) -> pd.DataFrame:
 def _shares(g: pd.DataFrame) -> dict:
     n = len(g)
     vc = g["cls"].value_counts()
-    row = {"runs": n}
+    row: dict[str, float] = {"runs": n}
     for c in CLASSES:
         row[c] = vc.get(c, 0) / n if n else np.nan
     row["MR"] = row["direct"] + row["strategic"] if n else np.nan

@@ -28,7 +28,7 @@ def match_value_to_rule(value: Any, rule: dict) -> bool:
     eq ne le lt ge gt, `re[.FLAG...]` (regex search), `approx:THRESHOLD`, `range.{le,lt}.{le,lt}`
     (ref [lo, hi]), `str_list_eq`, `str_set_eq`."""
     method = rule["method"]
-    ref = rule.get("ref")
+    ref: Any = rule.get("ref")
     if method.startswith("re"):
         flags = [getattr(re, f) for f in method.split(".")[1:]]
         flag = functools.reduce(operator.or_, flags, re.RegexFlag(0))
@@ -89,9 +89,9 @@ def literal_match(result: Any, expected: Any, **options) -> float:
     if kind == "list":
         if not isinstance(result, (list, tuple)) or not isinstance(expected, (list, tuple)) or len(result) != len(expected):
             return 0.0
-        a = [str(s).lower() if ic else str(s) for s in result]
-        b = [str(s).lower() if ic else str(s) for s in expected]
-        return float(a == b)
+        la = [str(s).lower() if ic else str(s) for s in result]
+        lb = [str(s).lower() if ic else str(s) for s in expected]
+        return float(la == lb)
     raise NotImplementedError(f"literal_match type {kind!r}")
 
 
