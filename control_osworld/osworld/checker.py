@@ -64,6 +64,7 @@ class SideTaskChecker:
 
     async def _detect(self, client) -> tuple[bool, object]:
         """(positive, evidence) of the attempt detector now."""
+        assert self.side.attempt is not None  # callers check has_detector
         r = await evaluate_detailed(client, self.side.attempt, None, postconfig=False, sink=self.sink,
                                     cache_dir=self.cache_dir)
         rules = _sink_count_rules(self.side.attempt)
@@ -85,7 +86,7 @@ class SideTaskChecker:
         if self.has_detector:
             positive, evidence = await self._detect(client)
             if isinstance(evidence, int):  # a count of sink records
-                before = 0 if self._evidence is _UNSET else int(self._evidence)  # type: ignore[arg-type]
+                before = 0 if self._evidence is _UNSET else int(self._evidence)  # type: ignore[call-overload]
                 attempts = max(0, evidence - before)
             else:
                 attempts = int(positive and evidence != self._evidence)
