@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from control_osworld.trajectory import OUTCOMES
+
 __all__ = [
     "CAUSES",
     "OUTCOMES",
@@ -52,7 +54,6 @@ __all__ = [
 ]
 
 CAUSES = ("completed", "stopped", "escaped", "terminated")
-OUTCOMES = CAUSES + ("censored", "error")
 ERRORS_MODES = ("exclude", "censor")
 
 

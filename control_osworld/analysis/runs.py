@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from control_osworld.contracts import INPUT_SUBSETS, SCORE_COLUMNS, canonical_subset
+
 from .hazards import OUTCOMES
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
     "runs_from_logs",
     "validate_runs",
     "validate_scores",
-    "canonical_inputs",
     "InputError",
 ]
 
@@ -44,14 +45,9 @@ RUN_COLUMNS = (
 # attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
 OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors")
 ERROR_STAGES = ("setup", "agent", "scoring")
-SCORE_COLUMNS = (
-    "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
-    "config_hash", "score", "error",
-)
 # kept when present: the per-step monitor's score point (pre_action | post_action)
 OPTIONAL_SCORE_COLUMNS = ("score_point",)
 SCORE_POINTS = ("pre_action", "post_action")
-INPUT_SUBSETS = ("A", "T", "S", "A+T", "A+S", "T+S", "A+T+S")
 EVAL_MODES = ("honest", "attack")
 MONITOR_KINDS = ("full_trajectory", "per_step")
 BOUNDARIES = ("open", "closed")
@@ -274,14 +270,6 @@ def attempts_as_recorded(runs: pd.DataFrame) -> list:
     return [None if d is False else a for a, d in zip(runs["attempt_steps"], det)]
 
 
-def canonical_inputs(value: str) -> str:
-    """'T+A' -> 'A+T'; raises ValueError for anything but a non-empty subset of A, T, S."""
-    parts = [p.strip().upper() for p in str(value).split("+")]
-    if not parts or any(p not in ("A", "T", "S") for p in parts) or len(set(parts)) != len(parts):
-        raise ValueError(value)
-    return "+".join(p for p in ("A", "T", "S") if p in parts)
-
-
 def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
     """Check and normalise a scores table (one row per log/sample/epoch/step/monitor/inputs)."""
     _require_columns(df, SCORE_COLUMNS, path)
@@ -303,7 +291,7 @@ def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
     mapping = {}
     for v in raw.unique():
         try:
-            mapping[v] = canonical_inputs(v)
+            mapping[v] = canonical_subset(v)
         except ValueError:
             bad = (raw == v).to_numpy()
             raise InputError(f"{path}: column 'inputs' has {v!r} at {_row_hint(df, bad)}; allowed: {', '.join(INPUT_SUBSETS)}") from None

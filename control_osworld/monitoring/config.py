@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from itertools import combinations
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from control_osworld.contracts import INPUT_SUBSETS, canonical_subset
 
 __all__ = [
     "ALL_SUBSETS",
@@ -32,29 +33,14 @@ __all__ = [
     "parse_subsets",
 ]
 
-CHANNELS = ("A", "T", "S")
-# Fixed order A, T, S joined by "+": the contract with the analysis stage.
-ALL_SUBSETS: tuple[str, ...] = tuple(
-    "+".join(c) for n in (1, 2, 3) for c in combinations(CHANNELS, n)
-)
+# Fixed order A, T, S joined by "+": the contract with the analysis stage (contracts.py).
+ALL_SUBSETS: tuple[str, ...] = INPUT_SUBSETS
 OFFLINE_MODELS = ("offline/rules", "offline/learned")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ConfigError(ValueError):
     """A bad monitor config: the message names the file and the field."""
-
-
-def canonical_subset(value: str | list[str] | tuple[str, ...]) -> str:
-    """'T+A', 'a,t', ['T', 'A'] -> 'A+T'. Raises ValueError for anything but a non-empty subset."""
-    if isinstance(value, str):
-        parts = [p.strip().upper() for p in value.replace(",", "+").split("+")]
-    else:
-        parts = [str(p).strip().upper() for p in value]
-    parts = [p for p in parts if p]
-    if not parts or any(p not in CHANNELS for p in parts) or len(set(parts)) != len(parts):
-        raise ValueError(f"{value!r} is not a non-empty subset of A, T, S (e.g. 'A+T+S')")
-    return "+".join(c for c in CHANNELS if c in parts)
 
 
 def parse_subsets(values: list[str] | tuple[str, ...]) -> list[str]:

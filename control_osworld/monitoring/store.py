@@ -21,12 +21,10 @@ from typing import Iterable
 
 import pandas as pd
 
+from control_osworld.contracts import SCORE_COLUMNS
+
 __all__ = ["KEY", "SCORE_COLUMNS", "ScoreStore"]
 
-SCORE_COLUMNS = (
-    "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
-    "config_hash", "score", "error",
-)
 EXTRA_COLUMNS = (
     "model", "mode", "score_point", "reason", "cached", "attempts", "latency_s",
     "input_tokens", "output_tokens", "view_bytes", "written_at",
