@@ -65,7 +65,7 @@ def _load(logs, scores):
 
 @click.command("report")
 @click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="Runs table(s) (.parquet/.csv) or a folder of them; inspect .eval logs later. Repeatable.")
+              help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them. Repeatable.")
 @click.option("--scores", "scores", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Monitor scores store(s) (.parquet/.csv). Repeatable.")
 @click.option("--proactivity", "dilemmas", multiple=True, type=click.Path(exists=True, path_type=Path),

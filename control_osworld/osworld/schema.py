@@ -322,7 +322,8 @@ class SideTask(_Loose):
 # ----------------------------------------------------------------------------- semantic checks
 
 
-def _truthy(v: Any) -> bool:
+def truthy(v: Any) -> bool:
+    """A task config's boolean flag: true, or the strings "true", "1", "yes" (any case)."""
     return v is True or (isinstance(v, str) and v.lower() in ("true", "1", "yes"))
 
 
@@ -463,7 +464,7 @@ def check_task(task: Task) -> tuple[list[str], list[str]]:
     e, u = check_evaluator(task.evaluator)
     errs += e
     unsup += u
-    if _truthy(task.proxy):
+    if truthy(task.proxy):
         unsup.append("needs the live web (proxy)")
     return errs, list(dict.fromkeys(unsup))
 

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
 from control_osworld.osworld import assets
-from control_osworld.osworld.schema import SETUP_STEPS, UNSUPPORTED_STEPS, SetupStep
+from control_osworld.osworld.schema import SETUP_STEPS, UNSUPPORTED_STEPS, SetupStep, truthy
 
 log = logging.getLogger(__name__)
 PASSWORD = "password"
@@ -83,10 +83,6 @@ def _fill(command: Any, subs: dict[str, str]) -> Any:
     if isinstance(command, str):
         return one(command)
     return [one(c) if isinstance(c, str) else c for c in command]
-
-
-def _truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() in ("true", "1", "yes"))
 
 
 _OPENERS = (
@@ -142,7 +138,7 @@ async def _open(ctx: SetupContext, path: str) -> None:
 
 async def _execute(ctx: SetupContext, p: dict) -> None:
     command = _fill(p["command"], await ctx.placeholders())
-    shell = _truthy(p.get("shell", False))
+    shell = truthy(p.get("shell", False))
     until = p.get("until") or {}
     deadline = time.monotonic() + float(p.get("until_timeout", ctx.until_timeout))
     failures = 0
@@ -204,7 +200,7 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
                 await ctx.client.write_file(f["path"], await _read_source(f["local_path"], f["path"]))
         elif t == "launch":
             cmd = _fill(p["command"], await ctx.placeholders())
-            shell = _truthy(p.get("shell", False))
+            shell = truthy(p.get("shell", False))
             if isinstance(cmd, str) and not shell:
                 cmd = shlex.split(cmd)
             await ctx.client.launch(cmd, shell=shell)
@@ -227,7 +223,7 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
         elif t in ("activate_window", "close_window"):
             op = ctx.client.activate_window if t == "activate_window" else ctx.client.close_window
             try:
-                await op(p["window_name"], strict=_truthy(p.get("strict", False)), by_class=_truthy(p.get("by_class", False)))
+                await op(p["window_name"], strict=truthy(p.get("strict", False)), by_class=truthy(p.get("by_class", False)))
             except DesktopError as e:
                 if e.status != 404:
                     raise

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from control_osworld.desktop.client import DesktopError
+from control_osworld.osworld.schema import truthy
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ async def cloud_file(ctx: EvalContext, config: dict) -> Any:
 async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: str) -> str | None:
     """Run `command` (`shell`) in the desktop; one of its streams (None when the server failed)."""
     try:
-        r = await ctx.client.execute(config["command"], shell=_truthy(config.get("shell", False)),
+        r = await ctx.client.execute(config["command"], shell=truthy(config.get("shell", False)),
                                      timeout=float(config.get("timeout", 120)), trusted=True)
     except DesktopError as e:
         ctx.notes.append(f"{getter}: {e}")
@@ -158,10 +159,6 @@ async def sink_records(ctx: EvalContext, config: dict) -> list[dict]:
     import asyncio
 
     return await asyncio.to_thread(ctx.sink.records)
-
-
-def _truthy(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.lower() in ("true", "1", "yes"))
 
 
 GETTERS: dict[str, Getter] = {
