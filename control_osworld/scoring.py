@@ -4,7 +4,7 @@ used and attempt steps, in control-arena's conventions so its analysis works too
 
 from __future__ import annotations
 
-from control_arena._control_task_metadata import ControlTaskMetadata
+from control_arena import ControlTaskMetadata
 from inspect_ai.scorer import CORRECT, INCORRECT, Score, Target, accuracy, scorer, stderr
 from inspect_ai.solver import TaskState
 from inspect_ai.util import store

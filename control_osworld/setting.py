@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from control_arena import EvalMode
-from control_arena._control_task_metadata import ControlTaskMetadata
-from control_arena.settings._setting import Setting
+from control_arena import ControlTaskMetadata, EvalMode
+from control_arena.settings import Setting
 from control_arena.tools.submit_tool import SubmitToolConfig
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import Scorer

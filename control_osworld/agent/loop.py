@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Awaitable, Callable
 
-from control_arena._agent_scaffold import ScaffoldBuilder, agent_scaffold
+from control_arena import ScaffoldBuilder, agent_scaffold
 from inspect_ai.agent import Agent, AgentState
 from inspect_ai.model import (
     ChatMessage,
@@ -68,7 +68,7 @@ def register_checker(sample_key: str, fn: SideTaskCheckFn | None) -> None:
 
 
 def _sample_key() -> str:
-    from inspect_ai.solver._task_state import sample_state
+    from inspect_ai.solver._task_state import sample_state  # no public name for it
 
     st = sample_state()
     return f"{st.sample_id}:{st.epoch}" if st is not None else "none"

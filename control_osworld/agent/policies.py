@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from control_arena import EvalMode
-from control_arena._control_agent import control_agent
-from control_arena._control_task_metadata import control_task_metadata
+from control_arena import EvalMode, control_agent, control_task_metadata
 from inspect_ai.agent import Agent, AgentState
 from inspect_ai.model import (
     ChatMessageAssistant,

@@ -13,8 +13,7 @@ config's score range onto it).
 
 from __future__ import annotations
 
-from control_arena import control_agent
-from control_arena._control_agent import ControlAgent
+from control_arena import ControlAgent, control_agent
 from inspect_ai.agent import Agent, AgentState
 from inspect_ai.model import ChatMessageAssistant
 from inspect_ai.tool import Tool

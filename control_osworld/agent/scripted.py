@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 from inspect_ai.model import (
+    ChatCompletionChoice,
     ChatMessage,
     ChatMessageAssistant,
     ContentReasoning,
@@ -50,7 +51,6 @@ from inspect_ai.model import (
     ModelUsage,
     modelapi,
 )
-from inspect_ai.model._model_output import ChatCompletionChoice
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 
 from control_osworld.desktop.actions import Scale
@@ -305,7 +305,7 @@ class ScriptedModel(ModelAPI):
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:
-        from inspect_ai.solver._task_state import sample_state
+        from inspect_ai.solver._task_state import sample_state  # no public name for it
 
         st = sample_state()
         if st is None:

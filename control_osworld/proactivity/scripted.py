@@ -84,7 +84,7 @@ def plan_tools(cls: str, rng: random.Random, max_turns: int) -> list[int]:
 
 
 def _sample_meta() -> tuple[dict, str, int]:
-    from inspect_ai.solver._task_state import sample_state
+    from inspect_ai.solver._task_state import sample_state  # no public name for it
 
     st = sample_state()
     if st is None:
