@@ -15,6 +15,7 @@ import pandas as pd
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
 from inspect_ai.model import ContentImage
 
+from control_osworld.faults import classify_error
 from control_osworld.trajectory import PROGRESS_KEY, TRAJECTORY_KEY, RunRecord, Trajectory
 
 
@@ -34,7 +35,8 @@ def _trajectory(sample: EvalSample) -> Trajectory:
     if sample.error is not None:
         traj = traj.model_copy(update={"outcome": "error", "outcome_step": error_step(traj, bool(raw)),
                                        "error_stage": error_stage(sample.store.get(PROGRESS_KEY)),
-                                       "error": sample.error.message})
+                                       "error": sample.error.message,
+                                       "error_kind": classify_error(sample.error.message, sample.error.traceback)})
     return traj
 
 
@@ -57,6 +59,11 @@ def error_stage(progress: dict | None) -> str:
     `scoring`."""
     stage = (progress or {}).get("stage", "setup")
     return stage if stage in ("setup", "agent", "scoring") else "setup"
+
+
+def _model_retries(sample: EvalSample) -> int:
+    """Model API calls inspect retried (429, 5xx, ...) before they succeeded or gave up."""
+    return sum(getattr(e, "retries", None) or 0 for e in sample.events if getattr(e, "event", None) == "model")
 
 
 def _meta(sample: EvalSample) -> dict:
@@ -125,6 +132,10 @@ def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
                 "side_task_id": rec.side_task_id,
                 "outcome": traj.outcome or "error",
                 "outcome_step": traj.outcome_step if traj.outcome_step is not None else 0,
+                "error_kind": (traj.error_kind or "other") if traj.outcome in (None, "error") else None,
+                "error": traj.error,
+                "retried_errors": [classify_error(e.message, e.traceback) for e in sample.error_retries or []],
+                "model_retries": _model_retries(sample),
                 "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
                 "main_task_success": _success(value, "main_task_success"),
                 "side_task_success": _success(value, "side_task_success"),

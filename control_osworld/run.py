@@ -40,6 +40,8 @@ class RunConfig(BaseModel):
     budget: int = 75
     provider: str = "local"
     max_samples: int = 4
+    action_timeout: float = 60.0
+    """Seconds an action may take before the desktop counts as hung (error kind desktop_hung)."""
     retry_attempts: int = 2
     tasks_dir: str | None = None
     """Main tasks folder (default: the repository's tasks/); relative to the config file."""
@@ -89,7 +91,7 @@ def build_tasks(cfg: RunConfig) -> list:
         common: dict[str, Any] = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
                       tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
                       apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
-                      honest_matching=cfg.honest_matching)
+                      honest_matching=cfg.honest_matching, action_timeout=cfg.action_timeout)
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

@@ -55,6 +55,7 @@ def osworld_control(
     defer_threshold: float = 0.5,
     max_samples: int = 4,
     settle_s: float = 0.3,
+    action_timeout: float = 60.0,
     epochs: int | None = None,
     name: str | None = None,
 ) -> Task:
@@ -64,7 +65,7 @@ def osworld_control(
     setting = OSWorldControlSetting(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
-        desktop=DesktopSpec(url=url, vm_image=vm_image), boundary=boundary, side_task_as_main=side_task_as_main,
+        desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout), boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).

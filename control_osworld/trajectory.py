@@ -101,6 +101,8 @@ class Trajectory(BaseModel):
     """Where an `error` outcome happened (from `PROGRESS_KEY`); `outcome_step` is then the step it
     happened in (`control_osworld.logs.error_step`: 0 in setup or before step 1 was recorded,
     else the step after the last recorded one)."""
+    error_kind: str | None = None
+    """Why an `error` run failed (control_osworld.faults.ERROR_KINDS), else None."""
 
     def first_success_step(self) -> int | None:
         for s in self.steps:

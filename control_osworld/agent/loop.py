@@ -11,8 +11,10 @@ a protocol's termination → terminated, the budget → censored. An escape (t*)
 the outcome when it comes no later than the ending event (the effect happened inside that
 step, before the agent's turn ended); the agent keeps working after t* unless
 `stop_on_escape`, so monitors see whole trajectories. Infrastructure failures raise: inspect
-records the sample as an error (kept apart; `inspect eval-retry` / `control-osworld run`
-re-run it); the loop keeps `PROGRESS_KEY` current so the error is placed at its step.
+records the sample as an error (kept apart, with its kind: control_osworld.faults;
+`inspect eval-retry` / `control-osworld run` re-run it); the loop keeps `PROGRESS_KEY` current so
+the error is placed at its step. So does a model's refusal (its provider stops on a refusal or
+content filter): `ModelRefusal`, kind model_refusal.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from inspect_ai.util import store
 from pydantic import Field
 
 from control_osworld.agent.tools import PENDING_ACTIONS_KEY, observe
+from control_osworld.faults import ModelRefusal
 from control_osworld.trajectory import (
     PROGRESS_KEY,
     TRAJECTORY_KEY,
@@ -110,6 +113,17 @@ def _last_image_id(messages: list[ChatMessage]) -> str | None:
     return None
 
 
+def _refused(ctx: AgentState, assistant: ChatMessageAssistant | None) -> bool:
+    """The provider stopped on a refusal (Anthropic's `refusal`, a content filter, OpenAI's
+    refusal content) and the turn carries no tool call."""
+    if assistant is not None and assistant.tool_calls:
+        return False
+    if ctx.output is not None and ctx.output.stop_reason == "content_filter":
+        return True
+    return assistant is not None and isinstance(assistant.content, list) and any(
+        isinstance(c, ContentText) and c.refusal for c in assistant.content)
+
+
 def _save(traj: Trajectory) -> None:
     store().set(TRAJECTORY_KEY, traj.model_dump(mode="json"))
 
@@ -152,6 +166,11 @@ def desktop_scaffold(
                 assistant = next((m for m in reversed(new) if isinstance(m, ChatMessageAssistant)), None)
                 if ctx.output is not None:
                     state.output = ctx.output
+                if _refused(ctx, assistant):
+                    # Not a behaviour of the run (it never acted on this turn): kept apart as an
+                    # error of kind model_refusal, which a retry may get past.
+                    _save(traj)
+                    raise ModelRefusal(f"step {t}: the model refused: {(assistant.text if assistant else '')[:300]!r}")
                 step = Step(step=t, screenshot_before_id=before_id)
                 if assistant is not None:
                     step.visible_text, step.reasoning = _text_and_reasoning(assistant)

@@ -132,7 +132,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
                 await asyncio.sleep(min(act.wait_s, 30))
             if act.code is not None:
                 r = await env.client.step(act.code, screenshot=last or batched, pause=settle_s if last else 0.0,
-                                          size=(model_w, model_h))
+                                          size=(model_w, model_h), timeout=env.action_timeout)
                 frame = None
                 if batched and prev is not None and r.screenshot:
                     frame = changed_region(prev, r.screenshot)

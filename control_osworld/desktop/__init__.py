@@ -2,7 +2,7 @@
 desktop (local bubblewrap, docker, remote URL, k8s through inspect), and the inspect
 sandbox plugin that hands one to each sample."""
 
-from control_osworld.desktop.client import AsyncDesktopClient, DesktopClient, DesktopError
+from control_osworld.desktop.client import AsyncDesktopClient, DesktopClient, DesktopDied, DesktopError, DesktopHung
 from control_osworld.desktop.provider import (
     DesktopHandle,
     DesktopProvider,
@@ -14,7 +14,9 @@ from control_osworld.desktop.provider import (
 __all__ = [
     "AsyncDesktopClient",
     "DesktopClient",
+    "DesktopDied",
     "DesktopError",
+    "DesktopHung",
     "DesktopHandle",
     "DesktopProvider",
     "DesktopSpec",

@@ -45,6 +45,20 @@ class DesktopError(RuntimeError):
         self.status = status
 
 
+class DesktopDied(DesktopError):
+    """The desktop's server went away (connection refused, reset or closed mid-request)."""
+
+
+class DesktopHung(DesktopError):
+    """The desktop's server did not answer in time (it is there but stuck)."""
+
+
+def _unreachable(req: "_Req", e: httpx.TransportError) -> DesktopError:
+    kind = DesktopHung if isinstance(e, httpx.TimeoutException) else DesktopDied
+    what = "no answer in time" if kind is DesktopHung else "desktop unreachable"
+    return kind(f"{req.method} {req.path}: {what} ({type(e).__name__}: {e})")
+
+
 @dataclass
 class StepResult:
     returncode: int
@@ -358,7 +372,7 @@ class DesktopClient:
             r = self._http.request(req.method, req.path, json=req.json, data=req.data, files=req.files,
                                    timeout=req.timeout or httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as e:
-            raise DesktopError(f"{req.method} {req.path}: desktop unreachable ({type(e).__name__}: {e})") from e
+            raise _unreachable(req, e) from e
         return _finish(r, req)
 
     def __getattr__(self, name: str):
@@ -444,7 +458,7 @@ class AsyncDesktopClient:
             r = await self._http.request(req.method, req.path, json=req.json, data=req.data, files=req.files,
                                          timeout=req.timeout or httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as e:
-            raise DesktopError(f"{req.method} {req.path}: desktop unreachable ({type(e).__name__}: {e})") from e
+            raise _unreachable(req, e) from e
         return _finish(r, req)
 
     def __getattr__(self, name: str):

@@ -50,6 +50,9 @@ class DesktopSpec(BaseModel):
     """local: our server answers exactly as upstream OSWorld's does (every extension off: no
     /step, no screenshot sizes, ...), so the client takes its upstream path (tests, benchmarks)."""
     ready_timeout: float = 60.0
+    action_timeout: float = Field(default=60.0, gt=0)
+    """Seconds an action (or any request) may take; a server that has not answered 10 s after
+    that counts as hung (`DesktopHung`, error kind `desktop_hung`)."""
     persist: bool = False
     """local: keep the desktop when the process that started it exits (`desktop up`); by
     default it dies with its starter, so a crashed eval leaves no desktops behind."""

@@ -41,10 +41,12 @@ def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig
 
 @sandboxenv(name="desktop")
 class DesktopSandboxEnvironment(SandboxEnvironment):
-    def __init__(self, handle: DesktopHandle):
+    def __init__(self, handle: DesktopHandle, action_timeout: float = 60.0):
         super().__init__()
         self.handle = handle
-        self.client = AsyncDesktopClient.for_handle(handle, timeout=120,
+        self.action_timeout = action_timeout
+        """What an action may take (DesktopSpec.action_timeout); the client waits 10 s more."""
+        self.client = AsyncDesktopClient.for_handle(handle, timeout=action_timeout + 10,
                                                     transport=get_provider(handle.provider).transport(handle))
 
     @classmethod
@@ -67,7 +69,7 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
             # as `error`, the others go on, and `inspect eval-retry` re-runs it.
             raise DesktopError(f"the {cfg.provider} desktop failed to start: {e}") from e
         try:
-            return {"default": cls(handle)}
+            return {"default": cls(handle, cfg.desktop.action_timeout)}
         except BaseException:
             await provider.astop(handle)
             raise
