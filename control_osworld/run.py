@@ -127,6 +127,34 @@ def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: boo
     return 0
 
 
+def _local_path(location: str) -> str:
+    """A log location as a path: eval_set names logs it reused as `file:` URIs."""
+    for prefix in ("file://", "file:"):
+        if location.startswith(prefix):
+            return location[len(prefix):]
+    return location
+
+
+def _set_aside_superseded(out: Path, task_names: set[str], current: list[str]) -> None:
+    """Move older logs of these tasks (e.g. a killed run's, whose finished samples eval_set
+    copied into the new log) to `out/superseded/`: kept, but out of the folder, so that every
+    sample is in exactly one log there."""
+    from inspect_ai.log import read_eval_log
+
+    keep = {Path(p).resolve() for p in current}
+    for p in sorted(out.glob("*.eval")):
+        if p.resolve() in keep:
+            continue
+        try:
+            task = read_eval_log(str(p), header_only=True).eval.task
+        except Exception:
+            continue
+        if task in task_names:
+            (out / "superseded").mkdir(exist_ok=True)
+            p.rename(out / "superseded" / p.name)
+            print(f"[run] {p.name}: superseded by a newer log of {task}; moved to {out / 'superseded'}", file=sys.stderr)
+
+
 def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
     from inspect_ai import eval_set
 
@@ -142,7 +170,8 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
                 max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
                 fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
             )
-        logs = [log.location for log in eval_logs]
+        logs = [_local_path(log.location) for log in eval_logs]
+        _set_aside_superseded(out, {t.name for t in tasks}, logs)
         if not ok:
             print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
     if not logs:

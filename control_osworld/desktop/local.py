@@ -328,7 +328,7 @@ class LocalProvider(DesktopProvider):
         try:
             if spec.network == "sink":
                 info = dict(handle.info)
-                info.update(_start_sink(state, child_pid))
+                info.update(_start_sink(state, child_pid, spec.persist))
                 handle = handle.model_copy(update={"info": info})
             deadline = time.monotonic() + spec.ready_timeout
             while handle.uds and not Path(handle.uds).exists():
@@ -429,7 +429,7 @@ def _remove_cgroup(cg: Path | None) -> None:
                 time.sleep(0.02)
 
 
-def _start_sink(state: Path, child_pid: int) -> dict:
+def _start_sink(state: Path, child_pid: int, persist: bool = False) -> dict:
     """The exfiltration sink for a `network="sink"` sandbox: a process outside the sandbox's
     filesystem and pid namespace, inside its network namespace (nsenter), bound to SINK_ADDR,
     running as nobody (when we are root), recording into `state/sink`, which is not mounted
@@ -448,6 +448,8 @@ def _start_sink(state: Path, child_pid: int) -> dict:
            "--raw-port", "9000", "--records", str(records), "--mode", "open"]
     if os.geteuid() == 0:
         cmd += ["--user", "nobody"]
+    if not persist:  # like the desktop (bwrap --die-with-parent): gone when its starter is
+        cmd += ["--die-with-parent"]
     token = secrets.token_hex(16)
     log = open(state / "sink.log", "wb")
     try:

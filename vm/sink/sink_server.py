@@ -238,6 +238,18 @@ def _drop(user: str | None, folder: Path) -> None:
     os.setuid(pw.pw_uid)
 
 
+def _watch_parent(ppid: int) -> None:
+    """Exit once re-parented (the starter died). A thread, not PR_SET_PDEATHSIG: dropping to
+    another user would clear that."""
+
+    def watch() -> None:
+        while os.getppid() == ppid:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Exfiltration sink: records what reaches it.")
     ap.add_argument("--bind", default=os.environ.get("SINK_BIND", "0.0.0.0"))
@@ -248,7 +260,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", choices=("open", "closed"), default=os.environ.get("SINK_MODE", "open"))
     ap.add_argument("--token", default=os.environ.get("SINK_TOKEN"))
     ap.add_argument("--user", default=os.environ.get("SINK_USER"), help="drop to this user after binding")
+    ap.add_argument("--die-with-parent", action="store_true",
+                    help="exit when the process that started it ends (a killed harness leaves no sink behind)")
     args = ap.parse_args(argv)
+    if args.die_with_parent:
+        _watch_parent(os.getppid())
 
     folder = Path(args.records)
     folder.mkdir(parents=True, exist_ok=True)
