@@ -168,6 +168,8 @@ def resolve_image(client, requested: str | None) -> str:
 
 @desktop_provider("docker")
 class DockerProvider(DesktopProvider):
+    uses_host_memory = True
+
     def start(self, spec: DesktopSpec) -> DesktopHandle:
         from docker.errors import DockerException
 

@@ -239,6 +239,8 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int, split: bool) -> li
 
 @desktop_provider("local")
 class LocalProvider(DesktopProvider):
+    uses_host_memory = True
+
     def start(self, spec: DesktopSpec) -> DesktopHandle:
         if shutil.which("bwrap") is None:
             raise DesktopError("bubblewrap (bwrap) is not installed: run scripts/install.sh")

@@ -76,6 +76,8 @@ class DesktopHandle(BaseModel):
 
 class DesktopProvider(ABC):
     name: ClassVar[str]
+    uses_host_memory: ClassVar[bool] = False
+    """Its desktops run on this machine: starts wait for memory (desktop/admission.py)."""
 
     @abstractmethod
     def start(self, spec: DesktopSpec) -> DesktopHandle:

@@ -14,6 +14,7 @@ from typing import Any, Literal, overload
 from inspect_ai.util import ExecResult, SandboxEnvironment, SandboxEnvironmentConfigType, sandboxenv
 from pydantic import BaseModel, ConfigDict
 
+from control_osworld.desktop.admission import admission
 from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
 from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, get_provider
 
@@ -45,6 +46,8 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         super().__init__()
         self.handle = handle
         self.action_timeout = action_timeout
+        self.admitted = False
+        """Counted by the memory admission (released at cleanup)."""
         """What an action may take (DesktopSpec.action_timeout); the client waits 10 s more."""
         self.client = AsyncDesktopClient.for_handle(handle, timeout=action_timeout + 10,
                                                     transport=get_provider(handle.provider).transport(handle))
@@ -62,16 +65,31 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         cfg = _config(config)
         provider = get_provider(cfg.provider)
+        # Desktops on this machine wait for memory instead of failing their sample.
+        adm = admission() if provider.uses_host_memory else None
+        mb = cfg.desktop.memory_mb
+        if adm is not None:
+            await adm.acquire(mb)
         try:
             handle = await provider.astart(cfg.desktop, task_name=task_name)
-        except Exception as e:
-            # A sample error (the task runs with fail_on_error=False): this sample is kept apart
-            # as `error`, the others go on, and `inspect eval-retry` re-runs it.
-            raise DesktopError(f"the {cfg.provider} desktop failed to start: {e}") from e
+        except BaseException as e:
+            if adm is not None:
+                adm.failed(mb)
+            if isinstance(e, Exception):
+                # A sample error (the task runs with fail_on_error=False): this sample is kept
+                # apart as `error`, the others go on, and `inspect eval-retry` re-runs it.
+                raise DesktopError(f"the {cfg.provider} desktop failed to start: {e}") from e
+            raise
+        if adm is not None:
+            adm.started(mb)
         try:
-            return {"default": cls(handle, cfg.desktop.action_timeout)}
+            env = cls(handle, cfg.desktop.action_timeout)
+            env.admitted = adm is not None
+            return {"default": env}
         except BaseException:
             await provider.astop(handle)
+            if adm is not None:
+                adm.release()
             raise
 
     @classmethod
@@ -84,8 +102,13 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         cfg = _config(config)
         for env in environments.values():
             if isinstance(env, DesktopSandboxEnvironment):
-                await env.client.aclose()
-                await get_provider(cfg.provider).astop(env.handle)
+                try:
+                    await env.client.aclose()
+                    await get_provider(cfg.provider).astop(env.handle)
+                finally:
+                    if env.admitted:
+                        env.admitted = False
+                        admission().release()
 
     async def exec(self, cmd: list[str], input: str | bytes | None = None, cwd: str | None = None,
                    env: dict[str, str] | None = None, user: str | None = None, timeout: int | None = None,
