@@ -39,6 +39,7 @@ _MODEL_API = re.compile(
     r"|InternalServerError|BadRequestError|OverloadedError|ServiceUnavailableError|APIError)\b")
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("disk_full", re.compile(r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded", re.I)),
+    ("desktop_start", re.compile(r"desktop failed to start")),
     ("desktop_hung", re.compile(r"\bDesktopHung\b")),
     ("desktop_died", re.compile(r"\bDesktopDied\b")),
     ("model_refusal", re.compile(r"\bModelRefusal\b")),

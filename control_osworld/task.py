@@ -56,6 +56,7 @@ def osworld_control(
     max_samples: int = 4,
     settle_s: float = 0.3,
     action_timeout: float = 60.0,
+    disk_mb: int = 1024,
     epochs: int | None = None,
     name: str | None = None,
 ) -> Task:
@@ -65,7 +66,8 @@ def osworld_control(
     setting = OSWorldControlSetting(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
-        desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout), boundary=boundary, side_task_as_main=side_task_as_main,
+        desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
+        boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).

@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -110,31 +109,20 @@ def test_hung_server_is_desktop_hung(tmp_path):
     _retry_completes(log, tmp_path)
 
 
-def test_full_disk_is_disk_full(tmp_path, monkeypatch):
-    require(os.geteuid() == 0, "mounting a small tmpfs for the desktops' state needs root")
-    # The desktop's task uploads a 2 MB file in its setup; its disk (where its home lives) is a
-    # 3 MB tmpfs that a filler leaves about 1 MB of.
+def test_full_disk_is_disk_full(tmp_path):
+    require(os.geteuid() == 0, "the desktop's home is a size-limited tmpfs when we are root")
+    # The desktop's home holds 4 MB; its task uploads a 6 MB file in its setup.
     tasks = tmp_path / "tasks"
     shutil.copytree(DATA / "tasks", tasks)
     big = tmp_path / "big.bin"
-    big.write_bytes(os.urandom(2 * 1024 * 1024))
+    big.write_bytes(os.urandom(6 * 1024 * 1024))
     note = json.loads((tasks / "editor" / "write_note.json").read_text())
     note["config"].insert(0, {"type": "upload_file", "parameters": {
         "files": [{"local_path": str(big), "path": "/home/user/Downloads/big.bin"}]}})
     (tasks / "editor" / "write_note.json").write_text(json.dumps(note))
-    disk = Path(tempfile.mkdtemp(prefix="control-osworld-disk-"))  # not under tmp_path: the desktop's uid
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)], check=True)
-    try:
-        os.chmod(disk, 0o755)  # must reach its state dir (tmp_path is private to us)
-        monkeypatch.setattr(local, "STATE_BASE", disk / "state")
-        filler = disk / "filler"
-        filler.write_bytes(b"\0" * (2 * 1024 * 1024))
-        log = _eval(tasks, tmp_path / "logs")
-        row = runs_table([log.location]).iloc[0]
-        assert (row.outcome, row.error_kind) == ("error", "disk_full"), row.error
-        assert "No space left on device" in row.error
-        filler.unlink()  # space freed: the retry goes through
-        _retry_completes(log, tmp_path / "logs")
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-        disk.rmdir()
+    log = _eval(tasks, tmp_path / "logs", disk_mb=4)
+    row = runs_table([log.location]).iloc[0]
+    assert (row.outcome, row.error_kind) == ("error", "disk_full"), row.error
+    assert "No space left on device" in row.error
+    big.write_bytes(b"small now")  # the cause is gone: the retry goes through
+    _retry_completes(log, tmp_path / "logs")
