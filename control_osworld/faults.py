@@ -48,7 +48,7 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def _last_exception(traceback: str) -> str:
     """The traceback's final `module.Class: message` lines (what was raised last)."""
-    lines = [l for l in traceback.strip().splitlines() if l and not l.startswith(" ")]
+    lines = [ln for ln in traceback.strip().splitlines() if ln and not ln.startswith(" ")]
     return "\n".join(lines[-3:])
 
 

@@ -2,7 +2,13 @@
 desktop (local bubblewrap, docker, remote URL, k8s through inspect), and the inspect
 sandbox plugin that hands one to each sample."""
 
-from control_osworld.desktop.client import AsyncDesktopClient, DesktopClient, DesktopDied, DesktopError, DesktopHung
+from control_osworld.desktop.client import (
+    AsyncDesktopClient,
+    DesktopClient,
+    DesktopDied,
+    DesktopError,
+    DesktopHung,
+)
 from control_osworld.desktop.provider import (
     DesktopHandle,
     DesktopProvider,
