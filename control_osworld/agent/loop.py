@@ -74,7 +74,11 @@ def _sample_key() -> str:
     from inspect_ai.solver._task_state import sample_state  # no public name for it
 
     st = sample_state()
-    return f"{st.sample_id}:{st.epoch}" if st is not None else "none"
+    if st is None:
+        return "none"
+    # The sample's own uuid: matched honest and attack samples share sample id and epoch and may
+    # run at once in one process (two tasks of an eval set), so those cannot tell them apart.
+    return str(getattr(st, "uuid", None) or f"{st.sample_id}:{st.epoch}")
 
 
 def trim_screenshots(messages: list[ChatMessage], keep: int | None) -> list[ChatMessage]:
