@@ -73,7 +73,7 @@ class Catalogue:
         return sorted(out, key=lambda t: t.id)
 
     def pairings(self, mains: list[Task], side_ids: Iterable[str] | None = None) -> list[tuple[Task, SideTask]]:
-        from control_osworld.osworld.schema import ON_REQUEST_CATEGORIES
+        from control_osworld.osworld.names import ON_REQUEST_CATEGORIES
 
         wanted = set(side_ids) if side_ids is not None else None
         sides = [s for s in self._sides.values()

@@ -136,9 +136,15 @@ def desktop_down(name: str, all_: bool) -> None:
 @click.option("--skip-agents", is_flag=True, help="Only (re)do monitors and report over the logs there.")
 def run_command(config: str, log_dir: str | None, skip_agents: bool) -> None:
     """Run every model pairing of CONFIG: agents, then monitors, then the report (resumable)."""
+    from control_osworld.config_file import ConfigError
     from control_osworld.run import run
 
-    raise SystemExit(run(config, log_dir=log_dir, skip_agents=skip_agents))
+    try:
+        code = run(config, log_dir=log_dir, skip_agents=skip_agents)
+    except ConfigError as exc:
+        click.echo(f"Error: bad run config:\n{exc}", err=True)
+        raise SystemExit(2) from None
+    raise SystemExit(code)
 
 
 def _register_stages() -> None:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from control_osworld.config_file import read_config
+from control_osworld.desktop.provider import check_provider
 from control_osworld.progress import progress_log
 
 
@@ -61,23 +63,15 @@ class RunConfig(BaseModel):
     report: bool = True
     seed: int = 0
 
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        return check_provider(v)
+
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":
-        p = Path(path)
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except FileNotFoundError:
-            raise SystemExit(f"{p}: no such config file") from None
-        except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}") from None
-        for key in ("tasks_dir", "side_tasks_dir"):
-            if isinstance(raw, dict) and raw.get(key) and not Path(raw[key]).is_absolute():
-                raw[key] = str((p.parent / raw[key]).resolve())
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as e:
-            lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad run config:\n  " + "\n  ".join(lines)) from None
+        """Raises ConfigError naming the file and the field."""
+        return read_config(path, cls, paths=("tasks_dir", "side_tasks_dir"))
 
 
 def build_tasks(cfg: RunConfig) -> list:

@@ -24,14 +24,14 @@ from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import Tool, bash
 from inspect_ai.util import SandboxEnvironmentSpec
-from pydantic import Field
+from pydantic import Field, field_validator
 
 # Importing the loop and the policies registers `desktop_scaffold` and `osworld_policy` for
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
 from control_osworld.agent.tools import SubmitArgs, computer_tool
-from control_osworld.desktop.provider import DesktopSpec
+from control_osworld.desktop.provider import DesktopSpec, check_provider
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +60,11 @@ class OSWorldControlSetting(Setting):
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
+
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        return check_provider(v)
 
     @classmethod
     def get_name(cls) -> str:

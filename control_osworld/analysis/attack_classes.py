@@ -21,11 +21,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["ATTEMPT_CLASSES", "TEXT_CLASSES", "ClassifierConfig", "attempt_class", "attack_classes",
            "classify_runs", "load_classifier_config", "rules_classify", "class_counts"]
@@ -72,31 +71,10 @@ class ClassifierConfig(BaseModel):
 
 def load_classifier_config(path, **overrides) -> ClassifierConfig:
     """Read one classifier YAML (as monitors' configs are read: a prompt file is found next to
-    the config or in the repo). ValueError naming the file and the field."""
-    import yaml
+    the config or in the repo). ConfigError (a ValueError) naming the file and the field."""
+    from control_osworld.config_file import read_prompted
 
-    from control_osworld.monitoring.config import _describe, _find_prompt
-
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read YAML ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping of fields")
-    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
-    raw.setdefault("name", path.stem)
-    if "prompt_text" in raw:
-        raise ValueError(f"{path}: field 'prompt_text': set 'prompt' (a file) instead")
-    if raw.get("prompt"):
-        found = _find_prompt(str(raw["prompt"]), path)
-        if found is None:
-            raise ValueError(f"{path}: field 'prompt': no such file {raw['prompt']!r}")
-        raw["prompt_text"] = found.read_text()
-    try:
-        return ClassifierConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ValueError(_describe(exc, str(path))) from None
+    return read_prompted(path, ClassifierConfig, "classifier config", **overrides)
 
 
 def attempt_class(attempt_steps, t_star, side_task_success, detector) -> str:

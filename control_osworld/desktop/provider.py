@@ -141,11 +141,18 @@ def desktop_provider(name: str) -> Callable[[type[DesktopProvider]], type[Deskto
     return register
 
 
-def get_provider(name: str) -> DesktopProvider:
-    if name not in _PROVIDERS and name in _BUILTIN:
-        importlib.import_module(_BUILTIN[name])
-    if name not in _PROVIDERS:
+def check_provider(name: str) -> str:
+    """`name` if it names a registered or built-in provider, else a ValueError listing them
+    (run when a task or run config is built, not when its first sample starts)."""
+    if name not in _PROVIDERS and name not in _BUILTIN:
         raise ValueError(f"unknown desktop provider {name!r}; known: {', '.join(provider_names())}")
+    return name
+
+
+def get_provider(name: str) -> DesktopProvider:
+    check_provider(name)
+    if name not in _PROVIDERS:
+        importlib.import_module(_BUILTIN[name])
     return _PROVIDERS[name]()
 
 

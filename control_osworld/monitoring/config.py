@@ -13,14 +13,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from control_osworld.config_file import REPO_ROOT, ConfigError, describe, read_prompted
 from control_osworld.contracts import INPUT_SUBSETS, canonical_subset
 
 __all__ = [
     "ALL_SUBSETS",
     "OFFLINE_MODELS",
+    "REPO_ROOT",
     "ConfigError",
     "GenerateOptions",
     "HistoryOptions",
@@ -36,11 +37,6 @@ __all__ = [
 # Fixed order A, T, S joined by "+": the contract with the analysis stage (contracts.py).
 ALL_SUBSETS: tuple[str, ...] = INPUT_SUBSETS
 OFFLINE_MODELS = ("offline/rules", "offline/learned")
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-class ConfigError(ValueError):
-    """A bad monitor config: the message names the file and the field."""
 
 
 def parse_subsets(values: list[str] | tuple[str, ...]) -> list[str]:
@@ -204,52 +200,9 @@ class MonitorConfig(_Frozen):
         try:
             return self.replace(model=model)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, f"monitor {self.name!r} with --model {model}")) from None
-
-
-def _describe(exc: ValidationError, where: str) -> str:
-    lines = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        lines.append(f"{where}: field {field!r}: {msg}")
-    return "\n".join(lines)
-
-
-def _find_prompt(ref: str, config_path: Path) -> Path | None:
-    p = Path(ref)
-    if p.is_absolute():
-        return p if p.is_file() else None
-    # monitors/x.yaml names prompts/y.txt relative to the repo it lives in, wherever we run from.
-    for base in (config_path.parent, config_path.parent.parent, Path.cwd(), REPO_ROOT):
-        if (base / p).is_file():
-            return base / p
-    return None
+            raise ConfigError(describe(exc, f"monitor {self.name!r} with --model {model}")) from None
 
 
 def load_config(path: str | Path, **overrides: Any) -> MonitorConfig:
     """Read one monitor YAML. Raises ConfigError naming the file and the field."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such monitor config") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
-    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
-    raw.setdefault("name", path.stem)
-    if "prompt_text" in raw:
-        raise ConfigError(f"{path}: field 'prompt_text': set 'prompt' (a file) instead")
-    if raw.get("prompt") is not None:
-        found = _find_prompt(str(raw["prompt"]), path)
-        if found is None:
-            raise ConfigError(f"{path}: field 'prompt': no such file {raw['prompt']!r} (looked next to the config and in the repo)")
-        raw["prompt_text"] = found.read_text()
-    try:
-        return MonitorConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(_describe(exc, str(path))) from None
+    return read_prompted(path, MonitorConfig, "monitor config", **overrides)

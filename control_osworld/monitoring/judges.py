@@ -13,7 +13,7 @@ import base64
 import hashlib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from . import learned as learned_mod
 from . import rules as rules_mod
@@ -23,7 +23,7 @@ from .ocr import ocr_text
 from .parse import ScoreParseError, parse_score
 from .views import View
 
-__all__ = ["ModelJudge", "ScoreOutcome", "build_messages", "score_rules", "score_saved_learned", "score_view",
+__all__ = ["OFFLINE_JUDGES", "ModelJudge", "ScoreOutcome", "build_messages", "score_rules", "score_saved_learned", "score_view",
            "view_texts"]
 
 _CHANNEL_WORDS = {"A": "the agent's actions (tool calls)", "T": "the agent's visible text",
@@ -204,10 +204,16 @@ def score_saved_learned(view: View, config: MonitorConfig) -> ScoreOutcome:
     return ScoreOutcome(lo + (hi - lo) * p, None, f"P(attack) = {p:.3f} from the saved model {path}", attempts=1)
 
 
+OFFLINE_JUDGES: dict[str, Callable[[View, MonitorConfig], ScoreOutcome]] = {
+    "offline/rules": score_rules,
+    "offline/learned": score_saved_learned,  # one view needs a saved model (batches cross-fit)
+}
+"""The judges that need no model call, by their model name (config.OFFLINE_MODELS)."""
+
+
 async def score_view(view: View, config: MonitorConfig, *, judge: ModelJudge | None = None) -> ScoreOutcome:
-    """Score one view with the config's judge (the live monitor's path)."""
-    if config.model == "offline/rules":
-        return await asyncio.to_thread(score_rules, view, config)
-    if config.model == "offline/learned":
-        return await asyncio.to_thread(score_saved_learned, view, config)
+    """Score one view with the config's judge: an offline judge in a thread, else the model."""
+    offline = OFFLINE_JUDGES.get(config.model)
+    if offline is not None:
+        return await asyncio.to_thread(offline, view, config)
     return await (judge or ModelJudge(ReplyCache())).score(view, config)

@@ -22,7 +22,7 @@ from control_osworld.trajectory import RunRecord
 from . import learned as learned_mod
 from .cache import ReplyCache
 from .config import MonitorConfig, parse_subsets
-from .judges import ModelJudge, ScoreOutcome, score_rules, score_saved_learned, view_texts
+from .judges import ModelJudge, ScoreOutcome, score_view, view_texts
 from .store import ScoreStore
 from .views import render
 
@@ -158,12 +158,7 @@ async def score_runs_async(
             try:
                 view = await asyncio.to_thread(render, item.run, item.config, item.inputs, item.step)
                 nbytes = view.nbytes
-                if item.config.model == "offline/rules":
-                    out = await asyncio.to_thread(score_rules, view, item.config)
-                elif item.config.model == "offline/learned":  # only with a saved model (see batches)
-                    out = await asyncio.to_thread(score_saved_learned, view, item.config)
-                else:
-                    out = await judge.score(view, item.config)
+                out = await score_view(view, item.config, judge=judge)
             except Exception as exc:  # a bad image, OCR failure: this row is an error, the rest go on
                 out = ScoreOutcome(None, f"{type(exc).__name__}: {exc}"[:2000])
             emit(item, out, nbytes)

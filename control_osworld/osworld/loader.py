@@ -17,7 +17,8 @@ from typing import Iterable, TypeVar
 
 from pydantic import ValidationError
 
-from control_osworld.osworld.schema import SideTask, Task, check_side_task, check_task
+from control_osworld.osworld.schema import SideTask, Task
+from control_osworld.osworld.validity import check_side_task, check_task
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {"oracles", "assets", "__pycache__"}

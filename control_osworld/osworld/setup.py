@@ -33,11 +33,13 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
 from control_osworld.osworld import assets
-from control_osworld.osworld.schema import SETUP_STEPS, UNSUPPORTED_STEPS, SetupStep, truthy
+from control_osworld.osworld import step_checks as checks
+from control_osworld.osworld.names import UNSUPPORTED_STEPS, truthy
+from control_osworld.osworld.schema import SetupStep
 
 log = logging.getLogger(__name__)
 PASSWORD = "password"
@@ -181,6 +183,93 @@ async def _read_source(url: str, path: str, file: str = "", field: str = "") -> 
     return local.read_bytes()
 
 
+async def _download(ctx: SetupContext, p: dict, index: int) -> None:
+    for j, f in enumerate(p["files"]):
+        field = f"{ctx.field}[{index}].parameters.files[{j}].url"
+        await ctx.client.write_file(f["path"], await _read_source(f["url"], f["path"], ctx.file, field))
+
+
+async def _upload_file(ctx: SetupContext, p: dict, index: int) -> None:
+    for f in p["files"]:
+        await ctx.client.write_file(f["path"], await _read_source(f["local_path"], f["path"]))
+
+
+async def _launch(ctx: SetupContext, p: dict, index: int) -> None:
+    cmd = _fill(p["command"], await ctx.placeholders())
+    shell = truthy(p.get("shell", False))
+    if isinstance(cmd, str) and not shell:
+        cmd = shlex.split(cmd)
+    await ctx.client.launch(cmd, shell=shell)
+
+
+async def _command(ctx: SetupContext, p: dict, index: int) -> None:
+    await _execute(ctx, p)
+
+
+async def _open_path(ctx: SetupContext, p: dict, index: int) -> None:
+    await _open(ctx, p["path"])
+
+
+async def _chrome_open_tabs(ctx: SetupContext, p: dict, index: int) -> None:
+    from control_osworld.osworld.evaluators import chrome
+
+    try:
+        await chrome.open_tabs(ctx.client, p["urls_to_open"])
+    except chrome.DevToolsError as e:
+        raise SetupError(str(e)) from None
+
+
+async def _chrome_close_tabs(ctx: SetupContext, p: dict, index: int) -> None:
+    from control_osworld.osworld.evaluators import chrome
+
+    try:
+        await chrome.close_tabs(ctx.client, p["urls_to_close"])
+    except chrome.DevToolsError as e:
+        raise SetupError(str(e)) from None
+
+
+async def _sleep(ctx: SetupContext, p: dict, index: int) -> None:
+    await asyncio.sleep(float(p["seconds"]))
+
+
+def _window(name: str):
+    async def run(ctx: SetupContext, p: dict, index: int) -> None:
+        op = ctx.client.activate_window if name == "activate_window" else ctx.client.close_window
+        try:
+            await op(p["window_name"], strict=truthy(p.get("strict", False)), by_class=truthy(p.get("by_class", False)))
+        except DesktopError as e:
+            if e.status != 404:
+                raise
+            ctx.notes.append(f"{name} {p['window_name']!r}: no such window")
+
+    return run
+
+
+@dataclass(frozen=True)
+class StepType:
+    """A setup step type: what its parameters must be, and how it runs."""
+
+    check: checks.Check
+    run: Callable[[SetupContext, dict, int], Awaitable[None]]
+
+
+STEPS: dict[str, StepType] = {
+    "download": StepType(checks.download, _download),
+    "upload_file": StepType(checks.upload_file, _upload_file),
+    "launch": StepType(checks.command, _launch),
+    "execute": StepType(checks.command, _command),
+    "command": StepType(checks.command, _command),
+    "open": StepType(checks.open_file, _open_path),
+    "sleep": StepType(checks.sleep, _sleep),
+    "activate_window": StepType(checks.window, _window("activate_window")),
+    "close_window": StepType(checks.window, _window("close_window")),
+    "chrome_open_tabs": StepType(checks.chrome_open_tabs, _chrome_open_tabs),
+    "chrome_close_tabs": StepType(checks.chrome_close_tabs, _chrome_close_tabs),
+}
+"""The setup step types we run (the one table: `validity.check_step` checks a step with its
+`check`, `run_step` runs it with its `run`)."""
+
+
 async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) -> None:
     if isinstance(step, dict):
         step = SetupStep.model_validate(step)
@@ -188,46 +277,10 @@ async def run_step(ctx: SetupContext, step: SetupStep | dict, index: int = 0) ->
     where = f"{ctx.file}: step {index} ({t})" if ctx.file else f"step {index} ({t})"
     if t in UNSUPPORTED_STEPS:
         raise UnsupportedStepError(f"unsupported step type {t!r} in file {ctx.file or '?'} ({UNSUPPORTED_STEPS[t]})")
-    if t not in SETUP_STEPS:
+    if t not in STEPS:
         raise SetupError(f"{where}: unknown setup step type {t!r}")
     try:
-        if t == "download":
-            for j, f in enumerate(p["files"]):
-                field = f"{ctx.field}[{index}].parameters.files[{j}].url"
-                await ctx.client.write_file(f["path"], await _read_source(f["url"], f["path"], ctx.file, field))
-        elif t == "upload_file":
-            for f in p["files"]:
-                await ctx.client.write_file(f["path"], await _read_source(f["local_path"], f["path"]))
-        elif t == "launch":
-            cmd = _fill(p["command"], await ctx.placeholders())
-            shell = truthy(p.get("shell", False))
-            if isinstance(cmd, str) and not shell:
-                cmd = shlex.split(cmd)
-            await ctx.client.launch(cmd, shell=shell)
-        elif t in ("execute", "command"):
-            await _execute(ctx, p)
-        elif t == "open":
-            await _open(ctx, p["path"])
-        elif t in ("chrome_open_tabs", "chrome_close_tabs"):
-            from control_osworld.osworld.evaluators import chrome
-
-            try:
-                if t == "chrome_open_tabs":
-                    await chrome.open_tabs(ctx.client, p["urls_to_open"])
-                else:
-                    await chrome.close_tabs(ctx.client, p["urls_to_close"])
-            except chrome.DevToolsError as e:
-                raise SetupError(str(e)) from None
-        elif t == "sleep":
-            await asyncio.sleep(float(p["seconds"]))
-        elif t in ("activate_window", "close_window"):
-            op = ctx.client.activate_window if t == "activate_window" else ctx.client.close_window
-            try:
-                await op(p["window_name"], strict=truthy(p.get("strict", False)), by_class=truthy(p.get("by_class", False)))
-            except DesktopError as e:
-                if e.status != 404:
-                    raise
-                ctx.notes.append(f"{t} {p['window_name']!r}: no such window")
+        await STEPS[t].run(ctx, p, index)
     except SetupError as e:
         if str(e).startswith(ctx.file or "\0"):
             raise

@@ -54,9 +54,14 @@ def validate_command(paths) -> None:
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 def generate_command(config: str) -> None:
     """Generate scenarios with the generator/discriminator models of CONFIG (four stages, audited)."""
+    from control_osworld.config_file import ConfigError
     from control_osworld.proactivity.generate import GenerateConfig, run_generation
 
-    cfg = GenerateConfig.load(config)
+    try:
+        cfg = GenerateConfig.load(config)
+    except ConfigError as exc:
+        click.echo(f"Error: bad generation config:\n{exc}", err=True)
+        raise SystemExit(2) from None
     log = run_generation(cfg)
     n = len(log.samples or [])
     ok = sum(1 for s in log.samples or [] if s.scores and next(iter(s.scores.values())).answer == "accepted")

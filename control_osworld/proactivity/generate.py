@@ -15,14 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import get_model
 from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import Generate, TaskState, solver
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from control_osworld.config_file import read_config
 from control_osworld.proactivity.pipeline import GenerationSettings, Thresholds, generate_scenario
 from control_osworld.proactivity.scenario import (
     DOMAINS,
@@ -54,15 +54,8 @@ class GenerateConfig(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> "GenerateConfig":
-        p = Path(path)
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-            return cls.model_validate(raw)
-        except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}") from None
-        except ValidationError as e:
-            lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad generation config:\n  " + "\n  ".join(lines)) from None
+        """Raises ConfigError naming the file and the field."""
+        return read_config(path, cls)
 
 
 @solver

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from control_osworld.config_file import read_config
 
 
 class TargetPairing(BaseModel):
@@ -51,18 +52,8 @@ class DilemmaRunConfig(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path) -> "DilemmaRunConfig":
-        p = Path(path)
-        try:
-            raw = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise SystemExit(f"{p}: not valid YAML: {e}") from None
-        if isinstance(raw, dict) and raw.get("scenarios") and not Path(raw["scenarios"]).is_absolute():
-            raw["scenarios"] = str((p.parent / raw["scenarios"]).resolve())
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as e:
-            lines = [f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()]
-            raise SystemExit("bad run config:\n  " + "\n  ".join(lines)) from None
+        """Raises ConfigError naming the file and the field."""
+        return read_config(path, cls, paths=("scenarios",))
 
 
 def build_tasks(cfg: DilemmaRunConfig) -> list:

@@ -6,16 +6,15 @@ import random
 import re
 
 import pytest
-
 from sklearn.metrics import roc_auc_score
 
 from control_osworld.analysis.runs import load_scores
 from control_osworld.monitoring import ALL_SUBSETS, MonitorConfig, offline_configs
 from control_osworld.monitoring.config import REPO_ROOT, ImageOptions, LearnedOptions
+from control_osworld.monitoring.judges import score_saved_learned
 from control_osworld.monitoring.learned import cross_fit, encode, train_and_save
 from control_osworld.monitoring.ocr import ocr_text, tesseract_available
 from control_osworld.monitoring.rules import RULES, evaluate
-from control_osworld.monitoring.judges import score_saved_learned
 from control_osworld.monitoring.runtime import score_runs
 from control_osworld.monitoring.synthetic import make_run, make_runs, render_screen
 from control_osworld.monitoring.views import render, to_view_image
@@ -250,3 +249,10 @@ def test_saved_learned_model_scores_single_views(tmp_path):
     h = score_saved_learned(render(honest, saved), saved)
     assert a.error is None and a.score > h.score
     assert score_saved_learned(render(honest, cfg), cfg).error  # no model path: an error, not a score
+
+
+def test_every_offline_model_name_has_one_judge():
+    from control_osworld.monitoring.config import OFFLINE_MODELS
+    from control_osworld.monitoring.judges import OFFLINE_JUDGES
+
+    assert set(OFFLINE_JUDGES) == set(OFFLINE_MODELS)

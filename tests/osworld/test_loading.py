@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from control_osworld.osworld.loader import REPO, TaskFileError, load_side_tasks, load_task, load_tasks, pairings
+from control_osworld.osworld.loader import (
+    REPO,
+    TaskFileError,
+    load_side_tasks,
+    load_task,
+    load_tasks,
+    pairings,
+)
+from control_osworld.osworld.names import SIDE_CATEGORIES
 from control_osworld.osworld.oracle import load_oracle
-from control_osworld.osworld.schema import SIDE_CATEGORIES
 
 # ------------------------------------------------------------------ the repository's content
 
@@ -333,3 +340,19 @@ def test_evidence_tampering_is_paired_only_when_named():
     mains = cat.runnable_main_tasks()
     assert "tamper-evidence" not in {s.id for _, s in cat.pairings(mains)}
     assert {s.id for _, s in cat.pairings(mains, ["tamper-evidence"])} == {"tamper-evidence"}
+
+
+def test_setup_steps_are_one_table_checked_and_run_by_type():
+    from control_osworld.osworld.names import UNSUPPORTED_STEPS
+    from control_osworld.osworld.schema import SetupStep
+    from control_osworld.osworld.setup import STEPS
+    from control_osworld.osworld.validity import check_step
+
+    assert {"download", "execute", "open", "sleep", "chrome_open_tabs"} <= set(STEPS)
+    assert not set(STEPS) & set(UNSUPPORTED_STEPS)
+    errs, unsup = check_step(SetupStep(type="teleport"), "config[0]")
+    assert errs == [f"config[0].type: unknown setup step type 'teleport'; known: {', '.join(sorted(STEPS))}"]
+    assert check_step(SetupStep(type="login"), "config[0]") == ([], ["unsupported step type 'login' (needs a live web login)"])
+    for t in STEPS:  # every step type needs some parameter: without any, the file is invalid
+        errs, _ = check_step(SetupStep(type=t), f"config[{t}]")
+        assert errs and all(e.startswith(f"config[{t}].parameters.") for e in errs), (t, errs)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from inspect_ai import eval as inspect_eval
 
+from control_osworld.config_file import ConfigError
 from control_osworld.proactivity.report import build_proactivity_report
 from control_osworld.proactivity.runs import load_dilemma_runs
 from control_osworld.proactivity.task import proactivity
@@ -45,6 +46,7 @@ def test_pure_policies_land_in_their_classes_and_environment_keeps_state(logs):
     pro = runs[runs.model == "dilemma/procrastinate"]
     assert set(pro.outcome) == {"censored"} and set(pro.n_turns) == {6} and pro.terminal_turn.isna().all()
     from inspect_ai.log import read_eval_log
+
     from control_osworld.proactivity.simulate import STORE_KEY
 
     log = read_eval_log(str(next(p for p in logs.glob("*.eval") if "p-strategic" in p.name or "p_strategic" in p.name)))
@@ -84,9 +86,9 @@ def test_control_osworld_run_dispatches_a_dilemma_config(tmp_path):
 def test_bad_dilemma_config_names_file_and_field(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump({"family": "proactivity", "pairings": [{"target_model": "x"}], "conditions": ["goal=vague"]}))
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(ConfigError) as e:
         run(p)
-    assert str(p) in str(e.value) and "conditions" in str(e.value) and "vague" in str(e.value)
+    assert f"{p}: field 'conditions'" in str(e.value) and "vague" in str(e.value)
 
 
 def test_project_monitors_score_dilemma_runs_on_actions_and_text(logs, tmp_path):

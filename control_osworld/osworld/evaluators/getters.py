@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from control_osworld.desktop.client import DesktopError
-from control_osworld.osworld.schema import truthy
+from control_osworld.osworld.names import truthy
 
 log = logging.getLogger(__name__)
 

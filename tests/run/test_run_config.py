@@ -1,0 +1,80 @@
+"""Bad run configs: a ConfigError naming the file and the field (exit code 2 from the CLI);
+an unknown desktop provider is refused when the config or the task is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from control_osworld.cli import main
+from control_osworld.config_file import ConfigError
+from control_osworld.run import RunConfig
+
+GOOD = "pairings:\n  - untrusted_model: scripted/oracle\n"
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "run.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("text, field, words", [
+    (GOOD + "epochs: many\n", "epochs", "integer"),
+    (GOOD + "colour: red\n", "colour", "unknown field"),
+    ("modes: [honest]\n", "pairings", "Field required"),
+    (GOOD + "provider: cloud9\n", "provider", "unknown desktop provider 'cloud9'"),
+])
+def test_bad_field_is_a_config_error_naming_file_and_field(tmp_path, text, field, words):
+    p = _config(tmp_path, text)
+    with pytest.raises(ConfigError) as e:
+        RunConfig.load(p)
+    msg = str(e.value)
+    assert str(p) in msg and f"field {field!r}" in msg and words in msg
+
+
+def test_unknown_provider_lists_the_known_ones(tmp_path):
+    with pytest.raises(ConfigError, match=r"known: .*docker.*local.*remote"):
+        RunConfig.load(_config(tmp_path, GOOD + "provider: cloud9\n"))
+
+
+@pytest.mark.parametrize("text, words", [
+    ("pairings: [unclosed\n", "not valid YAML"),
+    ("- a\n- list\n", "expected a mapping"),
+])
+def test_unreadable_file_is_a_config_error(tmp_path, text, words):
+    p = _config(tmp_path, text)
+    with pytest.raises(ConfigError, match=words) as e:
+        RunConfig.load(p)
+    assert str(p) in str(e.value)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="no such config file"):
+        RunConfig.load(tmp_path / "absent.yaml")
+
+
+def test_relative_task_folders_are_relative_to_the_config(tmp_path):
+    cfg = RunConfig.load(_config(tmp_path, GOOD + "tasks_dir: mine\nside_tasks_dir: /abs/side\n"))
+    assert cfg.tasks_dir == str((tmp_path / "mine").resolve()) and cfg.side_tasks_dir == "/abs/side"
+
+
+def test_cli_prints_the_problem_and_exits_2(tmp_path):
+    p = _config(tmp_path, GOOD + "epochs: many\nprovider: cloud9\n")
+    res = CliRunner().invoke(main, ["run", str(p)])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output
+    assert f"{p}: field 'epochs'" in res.output and f"{p}: field 'provider'" in res.output
+
+
+def test_task_refuses_an_unknown_provider_when_built():
+    from control_osworld.task import osworld_control
+
+    with pytest.raises(ValidationError) as e:
+        osworld_control(provider="cloud9", main_tasks=["none"])
+    msg = str(e.value)
+    assert "provider" in msg and "unknown desktop provider 'cloud9'" in msg and "local" in msg
+
