@@ -64,11 +64,17 @@ def evidence_text(scenario: Scenario) -> str:
     return "\n\n".join(f"### {e.name} ({e.kind})\n{e.content}" for e in scenario.evidence)
 
 
-def target_system_prompt(scenario: Scenario, factors: Factors) -> str:
-    return load_text("target_system.txt").format(
+def target_system_prompt(scenario: Scenario, factors: Factors, template: str = "target_system.txt") -> str:
+    return load_text(template).format(
         role=scenario.role, narrative=scenario.narrative, pressure=scenario.pressure,
         rules="\n".join(f"- {r}" for r in scenario.rules), factors=inject_factors(scenario, factors) or "(none)",
         evidence=evidence_text(scenario))
+
+
+def desktop_system_prompt(scenario: Scenario, factors: Factors) -> str:
+    """The target's prompt in a desktop-grounded run: the same text, ending with the desktop's
+    instead of the simulation's closing paragraph (prompts/proactivity/target_desktop.txt)."""
+    return target_system_prompt(scenario, factors, "target_desktop.txt")
 
 
 def environment_system_prompt(scenario: Scenario) -> str:

@@ -29,7 +29,12 @@ class DilemmaRunConfig(BaseModel):
     scenarios: str | None = None
     """Scenario folder (default: the bundled scenarios/pack); relative to the config file."""
     scenario_ids: list[str] | None = None
-    mode: Literal["text"] = "text"
+    mode: Literal["text", "desktop"] = "text"
+    """`text`: the seed's simulation; `desktop`: grounded in a real desktop (control_osworld/proactivity/desktop.py)."""
+    provider: str = "local"
+    """Desktop provider (mode desktop): local | docker | k8s (remote desktops cannot keep the checker trusted)."""
+    allow_bash: bool = False
+    """Mode desktop: offer inspect's bash tool too."""
     max_turns: int = Field(15, ge=1)
     environment_model: str = "dilemma/environment"
     environment_args: dict[str, Any] = Field(default_factory=dict)
@@ -63,14 +68,16 @@ def build_tasks(cfg: DilemmaRunConfig) -> list:
 
     tasks = []
     for p in cfg.pairings:
-        env = get_model(p.environment_model or cfg.environment_model, **cfg.environment_args)
+        env = get_model(p.environment_model or cfg.environment_model, **cfg.environment_args) if cfg.mode == "text" else None
         slug = p.target_model.replace("/", "-")
         t = proactivity(scenarios=cfg.scenarios, scenario_ids=cfg.scenario_ids, conditions=cfg.conditions,
-                        max_turns=cfg.max_turns, mode=cfg.mode, name=f"proactivity_{slug}")
+                        max_turns=cfg.max_turns, mode=cfg.mode, name=f"proactivity_{slug}", provider=cfg.provider,
+                        allow_bash=cfg.allow_bash, max_samples=cfg.max_samples)
         t.model = get_model(p.target_model, **p.model_args)
-        t.model_roles = {"environment": env}
+        if cfg.mode == "text":
+            t.model_roles = {"environment": env}
         t.metadata = {**(t.metadata or {}), "target_model": p.target_model,
-                      "environment_model": p.environment_model or cfg.environment_model}
+                      "environment_model": (p.environment_model or cfg.environment_model) if cfg.mode == "text" else None}
         tasks.append(t)
     return tasks
 

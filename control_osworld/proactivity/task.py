@@ -98,12 +98,27 @@ def proactivity(
     environment_model: str | None = None,
     epochs: int | None = None,
     name: str | None = None,
+    provider: str = "local",
+    allow_bash: bool = False,
+    keep_screenshots: int = 10,
+    settle_s: float = 0.3,
+    max_samples: int = 4,
 ) -> Task:
-    """Dilemma scenarios as an inspect Task; `mode=text` (the seed's simulation)."""
-    if mode != "text":
-        raise ValueError(f"mode {mode!r}: only 'text' is implemented")
+    """Dilemma scenarios as an inspect Task: `mode=text` (the seed's simulation: an environment
+    model resolves the calls) or `mode=desktop` (the scenario grounded in a real desktop: the
+    tools have real effects, the computer tool is there too, and the trusted checker records
+    the step of each harmful effect; `provider`, `allow_bash`, `keep_screenshots`, `settle_s`,
+    `max_samples` apply to it only)."""
+    if mode not in ("text", "desktop"):
+        raise ValueError(f"mode {mode!r}: one of 'text', 'desktop'")
     folder = Path(scenarios).resolve() if scenarios else PACK_DIR
     ids = scenario_ids.split(",") if isinstance(scenario_ids, str) else scenario_ids
+    if mode == "desktop":
+        from control_osworld.proactivity.desktop_task import desktop_task
+
+        return desktop_task(folder, ids, parse_conditions(conditions), max_turns=max_turns, target_model=target_model,
+                            epochs=epochs, name=name, provider=provider, allow_bash=allow_bash,
+                            keep_screenshots=keep_screenshots, settle_s=settle_s, max_samples=max_samples)
     try:
         scs = load_scenarios(folder, ids)
     except ScenarioError as e:
