@@ -74,7 +74,7 @@ def build_tasks(cfg: DilemmaRunConfig) -> list:
                         max_turns=cfg.max_turns, mode=cfg.mode, name=f"proactivity_{slug}", provider=cfg.provider,
                         allow_bash=cfg.allow_bash, max_samples=cfg.max_samples)
         t.model = get_model(p.target_model, **p.model_args)
-        if cfg.mode == "text":
+        if env is not None:
             t.model_roles = {"environment": env}
         t.metadata = {**(t.metadata or {}), "target_model": p.target_model,
                       "environment_model": (p.environment_model or cfg.environment_model) if cfg.mode == "text" else None}

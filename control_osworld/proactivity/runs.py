@@ -3,7 +3,9 @@
 Columns (RUN_COLUMNS): identity (run_id, log, sample_id, epoch, model), the scenario
 (scenario_id, domain, drive), the condition (condition label and the five factor levels),
 max_turns, mode, the classification (cls, terminal_tool, terminal_turn, outcome, outcome_step,
-n_turns) and the trajectory (tools: the per-turn tool ids as JSON, harmful_turns as JSON).
+n_turns) and the trajectory (tools: the per-turn tool ids as JSON, harmful_turns as JSON);
+harm_step: in desktop-grounded runs, the first step at which the trusted checker saw a harmful
+effect in the desktop (empty in text runs and in tables written before it existed).
 Infrastructure errors are rows with cls = outcome = "error", never merged into a class.
 """
 
@@ -23,7 +25,7 @@ __all__ = ["RUN_COLUMNS", "runs_from_logs", "load_dilemma_runs", "validate_dilem
 
 RUN_COLUMNS = ("run_id", "log", "sample_id", "epoch", "model", "scenario_id", "domain", "drive", "condition",
                *FACTOR_LEVELS, "max_turns", "mode", "cls", "terminal_tool", "terminal_turn", "outcome",
-               "outcome_step", "n_turns", "tools", "harmful_turns")
+               "outcome_step", "n_turns", "tools", "harmful_turns", "harm_step")
 
 
 def _target_model(log) -> str:
@@ -50,17 +52,20 @@ def runs_from_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
                    **{k: f.get(k) for k in FACTOR_LEVELS}, "max_turns": int(meta.get("max_turns", 0)), "mode": meta.get("mode", "text")}
             if rec is None or s.error is not None:
                 row.update(cls="error", terminal_tool=None, terminal_turn=None, outcome="error", outcome_step=0,
-                           n_turns=len(rec["turns"]) if rec else 0, tools="[]", harmful_turns="[]")
+                           n_turns=len(rec["turns"]) if rec else 0, tools="[]", harmful_turns="[]", harm_step=None)
             else:
                 row.update(cls=rec["class"], terminal_tool=rec["terminal_tool"], terminal_turn=rec["terminal_turn"],
                            outcome=rec["outcome"], outcome_step=int(rec["outcome_step"]), n_turns=int(rec["n_turns"]),
-                           tools=json.dumps([t["tool_id"] for t in rec["turns"]]), harmful_turns=json.dumps(rec["harmful_turns"]))
+                           tools=json.dumps([t["tool_id"] for t in rec["turns"]]), harmful_turns=json.dumps(rec["harmful_turns"]),
+                           harm_step=rec.get("harm_step"))
             rows.append(row)
     df = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     return validate_dilemma_runs(df) if len(df) else df
 
 
 def validate_dilemma_runs(df: pd.DataFrame, path: str = "dilemma runs table") -> pd.DataFrame:
+    if "harm_step" not in df.columns:  # tables written before desktop-grounded runs existed
+        df = df.assign(harm_step=None)
     missing = [c for c in RUN_COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}")
@@ -70,7 +75,7 @@ def validate_dilemma_runs(df: pd.DataFrame, path: str = "dilemma runs table") ->
     if df["run_id"].duplicated().any():
         raise ValueError(f"{path}: column 'run_id' repeats {df.loc[df['run_id'].duplicated(), 'run_id'].iloc[0]!r}")
     out = df[list(RUN_COLUMNS)].reset_index(drop=True).copy()
-    for c in ("terminal_tool", "terminal_turn"):
+    for c in ("terminal_tool", "terminal_turn", "harm_step"):
         out[c] = out[c].astype("Int64")
     for c in ("epoch", "max_turns", "outcome_step", "n_turns"):
         out[c] = out[c].astype("int64")
