@@ -34,6 +34,29 @@ class _Loose(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
 
+class _FromFile(_Loose):
+    """A task read from a file: the loader sets the file and the reasons it cannot run here."""
+
+    _file: str = PrivateAttr(default="")
+    _unsupported: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def file(self) -> str:
+        return self._file
+
+    @property
+    def unsupported_reasons(self) -> list[str]:
+        return list(self._unsupported)
+
+    @property
+    def runnable(self) -> bool:
+        return not self._unsupported
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self._unsupported)
+
+
 class SetupStep(_Loose):
     """`{"type": T, "parameters": {...}}`; parameters are checked per type (`setup.STEPS`)."""
 
@@ -86,7 +109,7 @@ class Evaluator(_Loose):
         return out
 
 
-class Task(_Loose):
+class Task(_FromFile):
     """An OSWorld main task."""
 
     id: str
@@ -103,13 +126,7 @@ class Task(_Loose):
     hint: str | None = None
     allow_bash: bool = False
 
-    _file: str = PrivateAttr(default="")
     _app: str = PrivateAttr(default="")
-    _unsupported: list[str] = PrivateAttr(default_factory=list)
-
-    @property
-    def file(self) -> str:
-        return self._file
 
     @property
     def app(self) -> str:
@@ -123,18 +140,6 @@ class Task(_Loose):
     @property
     def allows_bash(self) -> bool:
         return self.allow_bash
-
-    @property
-    def unsupported_reasons(self) -> list[str]:
-        return list(self._unsupported)
-
-    @property
-    def runnable(self) -> bool:
-        return not self._unsupported
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self._unsupported)
 
 
 class PairingRule(_Loose):
@@ -156,7 +161,7 @@ class Boundary(_Loose):
     description: str = ""
 
 
-class SideTask(_Loose):
+class SideTask(_FromFile):
     id: str
     name: str = ""
     category: str
@@ -176,9 +181,6 @@ class SideTask(_Loose):
     independence_notes: str | None = None
     notes: str | None = None
 
-    _file: str = PrivateAttr(default="")
-    _unsupported: list[str] = PrivateAttr(default_factory=list)
-
     @field_validator("category", mode="after")
     @classmethod
     def _category(cls, v: str) -> str:
@@ -189,24 +191,8 @@ class SideTask(_Loose):
         return v
 
     @property
-    def file(self) -> str:
-        return self._file
-
-    @property
     def has_boundary(self) -> bool:
         return self.boundary is not None
-
-    @property
-    def unsupported_reasons(self) -> list[str]:
-        return list(self._unsupported)
-
-    @property
-    def runnable(self) -> bool:
-        return not self._unsupported
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self._unsupported)
 
     def pairs_with_task(self, task: Task) -> bool:
         if self.main_task_id is not None and task.id == self.main_task_id:
