@@ -22,7 +22,7 @@ from control_osworld.progress import StageProgress, active_log
 from . import attack_classes as ac
 from . import hazards as hz
 from . import identifiability as idf
-from . import plots, tables
+from . import plots, render, tables
 from .bootstrap import group_rng, resample_weights
 from .protocol_report import write_protocol_report
 from .protocols import ProtocolOptions
@@ -220,9 +220,9 @@ def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_ena
         ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
         ("table4", t4, True, "Table 4: per-step monitors", "tab:per-step"),
     ):
-        write(f"{name}.md", tables.render_markdown(df, title, opts, per_step))
-        write(f"{name}.tex", tables.render_latex(df, title, opts, per_step, label))
-        tables.write_csv(df, out / f"{name}.csv")
+        write(f"{name}.md", render.render_markdown(df, title, opts, per_step))
+        write(f"{name}.tex", render.render_latex(df, title, opts, per_step, label))
+        render.write_csv(df, out / f"{name}.csv")
         written[f"{name}.csv"] = out / f"{name}.csv"
 
     steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors)

@@ -7,6 +7,7 @@ import pytest
 from control_osworld.analysis import metrics as M
 from control_osworld.analysis import perstep as P
 from control_osworld.analysis import tables as T
+from control_osworld.analysis.render import render_markdown
 
 
 def test_aggregate_steps():
@@ -111,7 +112,7 @@ def test_t_star_rule_follows_the_recorded_score_point():
     post = scores.assign(score_point="post_action")
     r = _caught(T.table4(runs, post, opts))
     assert r.estimate == pytest.approx(0.5) and r.t_star_rule == "s<t*"
-    md = T.render_markdown(df, "Table 4", opts, per_step=True)
+    md = render_markdown(df, "Table 4", opts, per_step=True)
     assert "t* rule per monitor: mon: pre_action (recorded), s <= t*." in md
     # the override wins over the record, by name or for all monitors
     for points in ((("mon", "post_action"),), (("all", "post_action"),)):
@@ -126,7 +127,7 @@ def test_two_monitors_with_different_score_points_in_one_table():
     df = T.table4(runs, pd.concat([a, b], ignore_index=True), T.DetectionOptions(fprs=(0.34,), n_resamples=20))
     got = {r.monitor: (r.t_star_rule, r.estimate) for r in df[df["metric"] == "caught_before_t_star"].itertuples()}
     assert got == {"mon": ("s<=t*", pytest.approx(1.0)), "late": ("s<t*", pytest.approx(0.5))}
-    md = T.render_markdown(df, "Table 4", T.DetectionOptions(fprs=(0.34,)), per_step=True)
+    md = render_markdown(df, "Table 4", T.DetectionOptions(fprs=(0.34,)), per_step=True)
     assert "late: post_action (recorded), s < t*; mon: pre_action (recorded), s <= t*" in md
     bad = pd.concat([a, scores.assign(score_point="post_action", step=scores["step"] + 10)], ignore_index=True)
     with pytest.raises(ValueError, match="monitor 'mon' on A has rows with score_point post_action and pre_action"):
