@@ -17,13 +17,25 @@ GET /cursor_position, form data for /window_size).
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import shlex
 import struct
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Iterable
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Concatenate,
+    Generator,
+    Generic,
+    Iterable,
+    ParamSpec,
+    TypeVar,
+    overload,
+)
 
 import httpx
 
@@ -67,14 +79,20 @@ class StepResult:
     screenshot: bytes | None
 
 
+R = TypeVar("R")
+P = ParamSpec("P")
+
+
 @dataclass
-class _Req:
+class _Req(Generic[R]):
+    """One request; `R` is what the operation returns (None where `absent` allows it)."""
+
     method: str
     path: str
     json: dict | None = None
     data: dict | None = None
     files: dict | None = None
-    read: Callable[[httpx.Response], Any] = field(default=lambda r: r.json())
+    read: Callable[[httpx.Response], R] = field(default=lambda r: r.json())
     absent: tuple[int, ...] = ()  # statuses that mean "absent": the reply is None
     timeout: float | None = None
 
@@ -89,9 +107,9 @@ def _raise_for(r: httpx.Response, req: _Req) -> None:
     raise DesktopError(f"{req.method} {req.path} -> {r.status_code}: {msg}", r.status_code)
 
 
-def _finish(r: httpx.Response, req: _Req):
+def _finish(r: httpx.Response, req: _Req[R]) -> R:
     if r.status_code in req.absent:
-        return None
+        return None  # type: ignore[return-value]  # an `absent` operation's R includes None
     _raise_for(r, req)
     return req.read(r)
 
@@ -108,7 +126,7 @@ class _Ops:
 
     @staticmethod
     def execute(command: str | list[str], shell: bool = False, timeout: float = 120, input: str | None = None,
-                cwd: str | None = None, env: dict[str, str] | None = None, trusted: bool = False) -> _Req:
+                cwd: str | None = None, env: dict[str, str] | None = None, trusted: bool = False) -> _Req[dict[str, Any]]:
         """-> {status, output, error, returncode}; a non-zero returncode is not an error.
         `input`, `cwd` and `env` are our extensions (upstream servers ignore them).
         `trusted` (ours): the harness's own command (checker, evaluators), run where the agent's
@@ -120,12 +138,12 @@ class _Ops:
         return _Req("POST", "/execute", json=body, timeout=timeout + 10)
 
     @staticmethod
-    def run_python(code: str, timeout: float = 60) -> _Req:
+    def run_python(code: str, timeout: float = 60) -> _Req[dict[str, Any]]:
         """pyautogui code in the desktop's long-lived executor -> {output, error, returncode}."""
         return _Ops.execute(["python", "-c", code], timeout=timeout)
 
     @staticmethod
-    def healthz() -> _Req:
+    def healthz() -> _Req[frozenset[str] | None]:
         """-> the server's extensions (EXTENSIONS for ours); an empty set when it has no
         /healthz (upstream's)."""
         return _Req("GET", "/healthz", read=lambda r: frozenset(r.json().get("extensions", EXTENSIONS)),
@@ -133,7 +151,7 @@ class _Ops:
 
     @staticmethod
     def step(code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60,
-             size: tuple[int, int] | None = None) -> _Req:
+             size: tuple[int, int] | None = None) -> _Req[StepResult]:
         """Run pyautogui code, then take a screenshot (resized to `size` in the desktop), in one
         round trip -> StepResult."""
         body: dict[str, Any] = {"code": code, "screenshot": screenshot, "pause": pause, "timeout": timeout}
@@ -142,79 +160,79 @@ class _Ops:
         return _Req("POST", "/step", json=body, read=_step_result, timeout=timeout + 10)
 
     @staticmethod
-    def screenshot(size: tuple[int, int] | None = None) -> _Req:
+    def screenshot(size: tuple[int, int] | None = None) -> _Req[bytes]:
         """-> PNG bytes (resized to `size` in the desktop; our servers only, upstream's ignore it)."""
         path = "/screenshot" if size is None else f"/screenshot?width={size[0]}&height={size[1]}"
         return _Req("GET", path, read=lambda r: r.content)
 
     @staticmethod
-    def screen_size() -> _Req:
+    def screen_size() -> _Req[tuple[int, int]]:
         """-> (width, height)."""
         return _Req("POST", "/screen_size", read=lambda r: (r.json()["width"], r.json()["height"]))
 
     @staticmethod
-    def accessibility_tree() -> _Req:
+    def accessibility_tree() -> _Req[str]:
         """-> XML string in upstream's namespaces."""
         return _Req("GET", "/accessibility", read=lambda r: r.json()["AT"], timeout=60)
 
     @staticmethod
-    def terminal() -> _Req:
+    def terminal() -> _Req[str | None]:
         """-> the terminal's text, or None when no terminal is open."""
         return _Req("GET", "/terminal", read=lambda r: r.json().get("output"))
 
     @staticmethod
-    def platform() -> _Req:
+    def platform() -> _Req[str]:
         return _Req("GET", "/platform", read=lambda r: r.text)
 
     @staticmethod
-    def cursor_position() -> _Req:
+    def cursor_position() -> _Req[tuple[int, ...]]:
         return _Req("GET", "/cursor_position", read=lambda r: tuple(r.json()))
 
     @staticmethod
-    def window_size(app_class_name: str) -> _Req:
+    def window_size(app_class_name: str) -> _Req[dict[str, int] | None]:
         """-> {width, height}, or None (upstream's getter: any non-200 means no such window;
         upstream's server answers 500 when none exists)."""
         return _Req("POST", "/window_size", data={"app_class_name": app_class_name}, absent=(400, 404, 500))
 
     @staticmethod
-    def desktop_path() -> _Req:
+    def desktop_path() -> _Req[str]:
         return _Req("POST", "/desktop_path", read=lambda r: r.json()["desktop_path"])
 
     @staticmethod
-    def list_directory(path: str) -> _Req:
+    def list_directory(path: str) -> _Req[dict[str, Any] | None]:
         """-> {type, name, children}, or None when `path` is no directory (upstream: 400)."""
         return _Req("POST", "/list_directory", json={"path": path}, read=lambda r: r.json()["directory_tree"],
                     absent=(400, 404))
 
     @staticmethod
-    def read_file(path: str) -> _Req:
+    def read_file(path: str) -> _Req[bytes | None]:
         """-> bytes, or None when there is no such file (form data, as upstream sends it)."""
         return _Req("POST", "/file", data={"file_path": path}, read=lambda r: r.content, absent=(404,))
 
     @staticmethod
-    def write_file(path: str, data: bytes | str) -> _Req:
+    def write_file(path: str, data: bytes | str) -> _Req[None]:
         """Upload; the server creates parent folders."""
         raw = data.encode() if isinstance(data, str) else data
         return _Req("POST", "/setup/upload", data={"file_path": path},
                     files={"file_data": ("file", raw)}, read=lambda r: None)
 
     @staticmethod
-    def launch(command: str | list[str], shell: bool = False) -> _Req:
+    def launch(command: str | list[str], shell: bool = False) -> _Req[str]:
         return _Req("POST", "/setup/launch", json={"command": command, "shell": shell}, read=lambda r: r.text)
 
     @staticmethod
-    def open_file(path: str, timeout: float = 60) -> _Req:
+    def open_file(path: str, timeout: float = 60) -> _Req[str]:
         # `timeout_seconds` is upstream's name (its default is 1800 s), `timeout` our older one.
         return _Req("POST", "/setup/open_file", json={"path": path, "timeout": timeout, "timeout_seconds": timeout},
                     read=lambda r: r.text, timeout=timeout + 10)
 
     @staticmethod
-    def activate_window(window_name: str, strict: bool = False, by_class: bool = False) -> _Req:
+    def activate_window(window_name: str, strict: bool = False, by_class: bool = False) -> _Req[str]:
         return _Req("POST", "/setup/activate_window",
                     json={"window_name": window_name, "strict": strict, "by_class": by_class}, read=lambda r: r.text)
 
     @staticmethod
-    def close_window(window_name: str, strict: bool = False, by_class: bool = False) -> _Req:
+    def close_window(window_name: str, strict: bool = False, by_class: bool = False) -> _Req[str]:
         return _Req("POST", "/setup/close_window",
                     json={"window_name": window_name, "strict": strict, "by_class": by_class}, read=lambda r: r.text)
 
@@ -231,7 +249,7 @@ class _Call:
     args: tuple
 
 
-Plan = Generator[Any, Any, Any]
+Plan = Generator[Any, Any, R]
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -281,7 +299,7 @@ class _Plans:
 
     @staticmethod
     def step(ext: frozenset, code: str | None, screenshot: bool = True, pause: float = 0.0, timeout: float = 60,
-             size: tuple[int, int] | None = None) -> Plan:
+             size: tuple[int, int] | None = None) -> Plan[StepResult]:
         """Run pyautogui code, then take a screenshot (at `size`) -> StepResult. Ours: one round
         trip (/step). Upstream's: /execute with upstream's action form, then /screenshot."""
         if "step" in ext:
@@ -295,7 +313,7 @@ class _Plans:
         return StepResult(r.get("returncode") or 0, r.get("output") or "", r.get("error") or "", png)
 
     @staticmethod
-    def screenshot(ext: frozenset, size: tuple[int, int] | None = None) -> Plan:
+    def screenshot(ext: frozenset, size: tuple[int, int] | None = None) -> Plan[bytes]:
         """-> PNG bytes at `size` (resized by the server when it can, else here)."""
         png = yield _Ops.screenshot(size if "screenshot_size" in ext else None)
         if size is not None:
@@ -305,7 +323,7 @@ class _Plans:
     @staticmethod
     def execute(ext: frozenset, command: str | list[str], shell: bool = False, timeout: float = 120,
                 input: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None,
-                trusted: bool = False) -> Plan:
+                trusted: bool = False) -> Plan[dict[str, Any]]:
         """-> {status, output, error, returncode}. Without our extension, stdin goes through an
         uploaded file and cwd/env into the shell line (upstream's timeout is fixed at 120 s;
         upstream's server runs everything as its one user, `trusted` or not)."""
@@ -318,6 +336,71 @@ class _Plans:
             yield _Ops.write_file(stdin_path, input)
         line = _shell_command(command, shell, cwd, env, stdin_path)
         return (yield _Ops.execute(line, shell=True, timeout=timeout))
+
+
+class _Op(Generic[P, R]):
+    """A protocol operation as a method of both clients: `DesktopClient` returns R,
+    `AsyncDesktopClient` an awaitable R (typed, so the checker sees every operation)."""
+
+    def __init__(self, build: Callable[P, _Req[R]]) -> None:
+        self.build = build
+
+    @overload
+    def __get__(self, client: None, owner: type) -> _Op[P, R]: ...
+    @overload
+    def __get__(self, client: DesktopClient, owner: type) -> Callable[P, R]: ...
+    @overload
+    def __get__(self, client: AsyncDesktopClient, owner: type) -> Callable[P, Awaitable[R]]: ...
+
+    def __get__(self, client: Any, owner: type) -> Any:
+        if client is None:
+            return self
+        build = self.build
+        return functools.wraps(build)(lambda *a, **k: client._send(build(*a, **k)))
+
+
+class _PlanOp(Generic[P, R]):
+    """An operation that depends on the server's extensions (a `_Plans` plan), as `_Op`."""
+
+    def __init__(self, plan: Callable[Concatenate[frozenset, P], Plan[R]]) -> None:
+        self.plan = plan
+
+    @overload
+    def __get__(self, client: None, owner: type) -> _PlanOp[P, R]: ...
+    @overload
+    def __get__(self, client: DesktopClient, owner: type) -> Callable[P, R]: ...
+    @overload
+    def __get__(self, client: AsyncDesktopClient, owner: type) -> Callable[P, Awaitable[R]]: ...
+
+    def __get__(self, client: Any, owner: type) -> Any:
+        if client is None:
+            return self
+        return functools.wraps(self.plan)(functools.partial(client._run, self.plan))
+
+
+class _Operations:
+    """The protocol's operations, shared by both clients; each returns what its `_Ops` /
+    `_Plans` entry documents."""
+
+    execute = _PlanOp(_Plans.execute)
+    step = _PlanOp(_Plans.step)
+    screenshot = _PlanOp(_Plans.screenshot)
+    run_python = _Op(_Ops.run_python)
+    healthz = _Op(_Ops.healthz)
+    screen_size = _Op(_Ops.screen_size)
+    accessibility_tree = _Op(_Ops.accessibility_tree)
+    terminal = _Op(_Ops.terminal)
+    platform = _Op(_Ops.platform)
+    cursor_position = _Op(_Ops.cursor_position)
+    window_size = _Op(_Ops.window_size)
+    desktop_path = _Op(_Ops.desktop_path)
+    list_directory = _Op(_Ops.list_directory)
+    read_file = _Op(_Ops.read_file)
+    write_file = _Op(_Ops.write_file)
+    launch = _Op(_Ops.launch)
+    open_file = _Op(_Ops.open_file)
+    activate_window = _Op(_Ops.activate_window)
+    close_window = _Op(_Ops.close_window)
 
 
 TOKEN_HEADER = "X-Osworld-Token"
@@ -333,7 +416,7 @@ def _known(extensions: Iterable[str] | None) -> frozenset | None:
     return None if extensions is None else frozenset(extensions)
 
 
-class DesktopClient:
+class DesktopClient(_Operations):
     """Synchronous client. `DesktopClient("http://host:5000")` or `DesktopClient(uds=path)`.
     `extensions`: what the server offers, if known (else asked on first need)."""
 
@@ -353,7 +436,10 @@ class DesktopClient:
             self._ext = self._send(_Ops.healthz()) or frozenset()
         return self._ext
 
-    def _drive(self, plan: Plan):
+    def _run(self, plan: Callable[..., Plan[R]], *a: Any, **k: Any) -> R:
+        return self._drive(plan(self.extensions(), *a, **k))
+
+    def _drive(self, plan: Plan[R]) -> R:
         try:
             item = next(plan)
             while True:
@@ -367,22 +453,13 @@ class DesktopClient:
         except StopIteration as done:
             return done.value
 
-    def _send(self, req: _Req):
+    def _send(self, req: _Req[R]) -> R:
         try:
             r = self._http.request(req.method, req.path, json=req.json, data=req.data, files=req.files,
                                    timeout=req.timeout or httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as e:
             raise _unreachable(req, e) from e
         return _finish(r, req)
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if hasattr(_Plans, name):
-            plan = getattr(_Plans, name)
-            return lambda *a, **k: self._drive(plan(self.extensions(), *a, **k))
-        op = getattr(_Ops, name)
-        return lambda *a, **k: self._send(op(*a, **k))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the server answers: /healthz (ours), or /screen_size (upstream's has no health
@@ -411,7 +488,7 @@ class DesktopClient:
         self.close()
 
 
-class AsyncDesktopClient:
+class AsyncDesktopClient(_Operations):
     """The same operations, awaitable (used by the inspect sandbox and the agent loop)."""
 
     def __init__(self, base_url: str = "http://desktop", uds: str | None = None, timeout: float = 60,
@@ -434,7 +511,7 @@ class AsyncDesktopClient:
             self._ext = await self._send(_Ops.healthz()) or frozenset()
         return self._ext
 
-    async def _drive(self, plan: Plan):
+    async def _drive(self, plan: Plan[R]) -> R:
         import asyncio
 
         try:
@@ -450,24 +527,16 @@ class AsyncDesktopClient:
         except StopIteration as done:
             return done.value
 
-    async def _plan(self, name: str, *a, **k):
-        return await self._drive(getattr(_Plans, name)(await self.extensions(), *a, **k))
+    async def _run(self, plan: Callable[..., Plan[R]], *a: Any, **k: Any) -> R:
+        return await self._drive(plan(await self.extensions(), *a, **k))
 
-    async def _send(self, req: _Req):
+    async def _send(self, req: _Req[R]) -> R:
         try:
             r = await self._http.request(req.method, req.path, json=req.json, data=req.data, files=req.files,
                                          timeout=req.timeout or httpx.USE_CLIENT_DEFAULT)
         except httpx.TransportError as e:
             raise _unreachable(req, e) from e
         return _finish(r, req)
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if hasattr(_Plans, name):
-            return lambda *a, **k: self._plan(name, *a, **k)
-        op = getattr(_Ops, name)
-        return lambda *a, **k: self._send(op(*a, **k))
 
     async def aclose(self) -> None:
         await self._http.aclose()

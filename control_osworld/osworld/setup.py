@@ -68,7 +68,8 @@ class SetupContext:
     async def placeholders(self) -> dict[str, str]:
         if self.screen is None:
             try:
-                self.screen = tuple(await self.client.screen_size())
+                sw, sh = await self.client.screen_size()
+                self.screen = (sw, sh)
             except DesktopError:
                 self.screen = (1920, 1080)
         w, h = self.screen
