@@ -340,10 +340,12 @@ class _Plans:
 
 class _Op(Generic[P, R]):
     """A protocol operation as a method of both clients: `DesktopClient` returns R,
-    `AsyncDesktopClient` an awaitable R (typed, so the checker sees every operation)."""
+    `AsyncDesktopClient` an awaitable R (typed, so the checker sees every operation). Made by
+    `_request` (one `_Ops` request) or `_plan` (a `_Plans` plan, which knows the server's
+    extensions)."""
 
-    def __init__(self, build: Callable[P, _Req[R]]) -> None:
-        self.build = build
+    def __init__(self, fn: Callable[..., Any], planned: bool) -> None:
+        self.fn, self.planned = fn, planned
 
     @overload
     def __get__(self, client: None, owner: type) -> _Op[P, R]: ...
@@ -355,52 +357,42 @@ class _Op(Generic[P, R]):
     def __get__(self, client: Any, owner: type) -> Any:
         if client is None:
             return self
-        build = self.build
-        return functools.wraps(build)(lambda *a, **k: client._send(build(*a, **k)))
+        fn = self.fn
+        call = functools.partial(client._run, fn) if self.planned else (lambda *a, **k: client._send(fn(*a, **k)))
+        return functools.wraps(fn)(call)
 
 
-class _PlanOp(Generic[P, R]):
-    """An operation that depends on the server's extensions (a `_Plans` plan), as `_Op`."""
+def _request(build: Callable[P, _Req[R]]) -> _Op[P, R]:
+    return _Op(build, planned=False)
 
-    def __init__(self, plan: Callable[Concatenate[frozenset, P], Plan[R]]) -> None:
-        self.plan = plan
 
-    @overload
-    def __get__(self, client: None, owner: type) -> _PlanOp[P, R]: ...
-    @overload
-    def __get__(self, client: DesktopClient, owner: type) -> Callable[P, R]: ...
-    @overload
-    def __get__(self, client: AsyncDesktopClient, owner: type) -> Callable[P, Awaitable[R]]: ...
-
-    def __get__(self, client: Any, owner: type) -> Any:
-        if client is None:
-            return self
-        return functools.wraps(self.plan)(functools.partial(client._run, self.plan))
+def _plan(plan: Callable[Concatenate[frozenset, P], Plan[R]]) -> _Op[P, R]:
+    return _Op(plan, planned=True)
 
 
 class _Operations:
     """The protocol's operations, shared by both clients; each returns what its `_Ops` /
     `_Plans` entry documents."""
 
-    execute = _PlanOp(_Plans.execute)
-    step = _PlanOp(_Plans.step)
-    screenshot = _PlanOp(_Plans.screenshot)
-    run_python = _Op(_Ops.run_python)
-    healthz = _Op(_Ops.healthz)
-    screen_size = _Op(_Ops.screen_size)
-    accessibility_tree = _Op(_Ops.accessibility_tree)
-    terminal = _Op(_Ops.terminal)
-    platform = _Op(_Ops.platform)
-    cursor_position = _Op(_Ops.cursor_position)
-    window_size = _Op(_Ops.window_size)
-    desktop_path = _Op(_Ops.desktop_path)
-    list_directory = _Op(_Ops.list_directory)
-    read_file = _Op(_Ops.read_file)
-    write_file = _Op(_Ops.write_file)
-    launch = _Op(_Ops.launch)
-    open_file = _Op(_Ops.open_file)
-    activate_window = _Op(_Ops.activate_window)
-    close_window = _Op(_Ops.close_window)
+    execute = _plan(_Plans.execute)
+    step = _plan(_Plans.step)
+    screenshot = _plan(_Plans.screenshot)
+    run_python = _request(_Ops.run_python)
+    healthz = _request(_Ops.healthz)
+    screen_size = _request(_Ops.screen_size)
+    accessibility_tree = _request(_Ops.accessibility_tree)
+    terminal = _request(_Ops.terminal)
+    platform = _request(_Ops.platform)
+    cursor_position = _request(_Ops.cursor_position)
+    window_size = _request(_Ops.window_size)
+    desktop_path = _request(_Ops.desktop_path)
+    list_directory = _request(_Ops.list_directory)
+    read_file = _request(_Ops.read_file)
+    write_file = _request(_Ops.write_file)
+    launch = _request(_Ops.launch)
+    open_file = _request(_Ops.open_file)
+    activate_window = _request(_Ops.activate_window)
+    close_window = _request(_Ops.close_window)
 
 
 TOKEN_HEADER = "X-Osworld-Token"
