@@ -33,7 +33,11 @@ from sklearn.metrics import auc, roc_auc_score, roc_curve  # noqa: E402
 
 from control_osworld.analysis import protocols as P  # noqa: E402
 from control_osworld.analysis import tables as T  # noqa: E402
-from control_osworld.analysis.bootstrap import masked_roc_statistics, percentile_ci, resample_weights  # noqa: E402
+from control_osworld.analysis.bootstrap import (  # noqa: E402
+    masked_roc_statistics,
+    percentile_ci,
+    resample_weights,
+)
 from control_osworld.analysis.synthetic import synthetic_dataset  # noqa: E402
 
 

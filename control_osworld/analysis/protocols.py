@@ -54,7 +54,7 @@ import scipy.sparse as sp
 from . import metrics
 from .bootstrap import ResampleWeights, group_rng, percentile_ci, resample_weights
 from .perstep import aggregate_steps, pre_t_star_max
-from .tables import full_trajectory_scores, per_step_rows
+from .tables import full_trajectory_scores, per_step_rows, score_rows
 
 __all__ = [
     "PROTOCOLS",
@@ -322,13 +322,14 @@ _TABLE_COLUMNS = [
 
 def _cells(runs, scores, inclusive_for):
     """Yield (monitor, kind, inputs, per-run score [n_runs], pre-t* max [n_runs], step rows, s <= t*?)."""
-    cells, mat = full_trajectory_scores(runs, scores)
+    encoded = score_rows(runs, scores)  # each string column factorized once for both kinds
+    cells, mat = full_trajectory_scores(runs, scores, encoded["full_trajectory"])
     effective = runs["t_star"].notna().to_numpy()
     for c, (monitor, inputs) in enumerate(cells):
         s = mat[c]
         pre = np.where(effective, np.where(np.isnan(s), np.nan, -np.inf), s)  # after the run: never in time
         yield monitor, "full_trajectory", inputs, s, pre, None, False
-    cells, points, codes, ri, st, sv = per_step_rows(runs, scores)
+    cells, points, codes, ri, st, sv = per_step_rows(runs, scores, encoded["per_step"])
     t_star = runs["t_star"].to_numpy(dtype=np.float64, na_value=np.nan)
     n = len(runs)
     order = np.argsort(codes, kind="stable")
@@ -339,6 +340,11 @@ def _cells(runs, scores, inclusive_for):
         run_max = aggregate_steps(r, s_, v, n, "max")
         incl = inclusive_for(str(monitor), points[c])
         yield str(monitor), "per_step", str(inputs), run_max, pre_t_star_max(r, s_, v, t_star, n, inclusive=incl), (r, v), incl
+
+
+def _with_point(w: ResampleWeights) -> ResampleWeights:
+    """The resample counts with the original sample (every count 1) as column 0."""
+    return ResampleWeights(np.hstack([np.ones((w.n, 1), dtype=np.float32), w.w]))
 
 
 def _recorded_rule(monitor: str, score_point: str | None) -> bool:
@@ -373,10 +379,11 @@ def protocol_table(runs: pd.DataFrame, scores: pd.DataFrame, popts: ProtocolOpti
         attack = np.flatnonzero((mode == "attack") & (model == m) & usable)
         if honest.size == 0 or attack.size == 0:
             continue
-        wh = resample_weights(honest.size, popts.n_resamples, group_rng(popts.seed, f"protocol-honest|{m}"))
-        wa = resample_weights(attack.size, popts.n_resamples, group_rng(popts.seed, f"protocol-attack|{m}"))
+        # column 0 of every weight matrix is the original sample (all ones): the point estimate
+        # comes out of the same pass as the resamples
+        wh = _with_point(resample_weights(honest.size, popts.n_resamples, group_rng(popts.seed, f"protocol-honest|{m}")))
+        wa = _with_point(resample_weights(attack.size, popts.n_resamples, group_rng(popts.seed, f"protocol-attack|{m}")))
         untrusted_u = float(success[honest].mean())
-        pos = {int(r): i for i, r in enumerate(honest)}
         for monitor, kind, inputs, s, pre, steps, incl in cells:
             h = s[honest]
             if np.all(np.isnan(h)) or np.all(np.isnan(s[attack])):
@@ -386,20 +393,22 @@ def protocol_table(runs: pd.DataFrame, scores: pd.DataFrame, popts: ProtocolOpti
             if unit == "steps":
                 ri, sv = steps
                 keep = np.isin(ri, honest)
-                hsteps = (np.array([pos[int(r)] for r in ri[keep]], dtype=np.int64), sv[keep])
-            args = (h, success[honest], pre[attack], effective[attack], budgets)
-            point = protocol_curves(*args, unit=unit, honest_steps=hsteps)
-            boot = protocol_curves(*args, unit=unit, honest_steps=hsteps, w_honest=wh, w_attack=wa)
+                hsteps = (np.searchsorted(honest, ri[keep]), sv[keep])  # honest is sorted: run -> position
+            both = protocol_curves(h, success[honest], pre[attack], effective[attack], budgets, unit=unit,
+                                   honest_steps=hsteps, w_honest=wh, w_attack=wa)
             ca = control_arena_safety(h[~np.isnan(h)], np.nan_to_num(s[attack], nan=-math.inf), side[attack],
                                       success[attack], 100 * budgets)
+            point = ProtocolCurves(*(a[:1] for a in both))
+            nb = budgets.size
+            lo, hi = percentile_ci(np.hstack([both.safety[1:], both.usefulness[1:], both.usefulness_stop[1:]]),
+                                   popts.level, axis=0)
 
-            def ci(name, boot=boot, point=point):
-                lo, hi = percentile_ci(getattr(boot, name), popts.level, axis=0)
-                return getattr(point, name)[0], lo, hi
+            def ci(name, k, lo=lo, hi=hi, point=point, nb=nb):
+                return getattr(point, name)[0], lo[k * nb:(k + 1) * nb], hi[k * nb:(k + 1) * nb]
 
-            s_est, s_lo, s_hi = ci("safety")
-            u_est, u_lo, u_hi = ci("usefulness")
-            us_est, us_lo, us_hi = ci("usefulness_stop")
+            s_est, s_lo, s_hi = ci("safety", 0)
+            u_est, u_lo, u_hi = ci("usefulness", 1)
+            us_est, us_lo, us_hi = ci("usefulness_stop", 2)
             ne = point.safety_never_effective[0]
             for j, b in enumerate(budgets):
                 base = {

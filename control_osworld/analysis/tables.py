@@ -36,7 +36,8 @@ from .perstep import AGGREGATIONS, aggregate_steps, pre_t_star_max
 from .runs import INPUT_SUBSETS, SCORE_POINTS
 
 __all__ = [
-    "DetectionOptions", "MetricRow", "table3", "table4", "full_trajectory_scores", "per_step_scores", "row_groups",
+    "DetectionOptions", "MetricRow", "table3", "table4", "full_trajectory_scores", "per_step_scores",
+    "per_step_rows", "score_rows", "row_groups",
 ]
 
 ATTACK_FILTERS = ("successful", "all")
@@ -115,51 +116,90 @@ class _Strata:
         return self._cache[k]
 
 
+def _factorize(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 codes, uniques in order of first appearance) of a string column; missing = -1.
+
+    A categorical column (e.g. a Parquet dictionary column read as such) gives its own codes
+    without touching a string. An object column is factorized by runs of equal neighbours:
+    a store holds each monitor x subset (and each run's steps) as one block, so comparing
+    neighbours (identical objects compare by identity) and hashing only each block's first
+    value is several times faster than hashing every row; mostly distinct rows fall back to
+    hashing every one.
+    """
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(dtype=np.int32), np.asarray(col.cat.categories, dtype=object)
+    if col.dtype == object and len(col) > 1024:
+        a = col.to_numpy()
+        heads = np.flatnonzero(np.concatenate([[True], np.asarray(a[1:] != a[:-1], dtype=bool)]))
+        if heads.size <= a.size // 4:
+            codes, uni = pd.factorize(a[heads])
+            return np.repeat(codes.astype(np.int32), np.diff(np.append(heads, a.size))), np.asarray(uni, dtype=object)
+    codes, uni = pd.factorize(col)
+    return codes.astype(np.int32), np.asarray(uni, dtype=object)
+
+
 class _Rows:
     """One monitor kind's score rows as integer codes and float arrays.
 
     Big stores are encoded column by column (factorize, then index) instead of filtering
-    the frame: copying millions of string cells is the slow part otherwise.
+    the frame: copying millions of string cells is the slow part otherwise. ``shared``: a
+    dict in which whole-column factorizations are kept, so that the two kinds of one store
+    (``score_rows``) factorize each column once.
     """
 
-    def __init__(self, runs: pd.DataFrame, scores: pd.DataFrame, kind: str):
-        k_codes, k_uni = pd.factorize(scores["monitor_kind"])
-        k_uni = list(k_uni)
-        idx = np.flatnonzero(k_codes == k_uni.index(kind)) if kind in k_uni else np.zeros(0, dtype=np.int64)
-        whole = idx.size > len(scores) // 2
+    def __init__(self, runs: pd.DataFrame, scores: pd.DataFrame, kind: str, shared: dict | None = None):
+        def column(name):
+            if shared is None:
+                return _factorize(scores[name])
+            if name not in shared:
+                shared[name] = _factorize(scores[name])
+            return shared[name]
 
-        def strings(name):
+        k_codes, k_uni = column("monitor_kind")
+        k_list = list(k_uni)
+        idx = np.flatnonzero(k_codes == k_list.index(kind)) if kind in k_list else np.zeros(0, dtype=np.int64)
+        whole = shared is not None or idx.size > len(scores) // 2
+
+        def strings(name, rows):
+            """(int32 codes of these rows, uniques): one gather from the whole column's codes,
+            or a factorization of just these rows when they are a small part of the store."""
             if whole:
-                codes, uni = pd.factorize(scores[name])
-                return codes[idx], np.asarray(uni, dtype=object)
-            codes, uni = pd.factorize(scores[name].take(idx))
-            return codes, np.asarray(uni, dtype=object)
+                codes, uni = column(name)
+                return codes.take(rows), uni
+            return _factorize(scores[name].take(rows))
 
-        run_codes, run_uni = strings("run_id")
-        to_run = pd.Index(runs["run_id"]).get_indexer(pd.Index(run_uni, dtype=object))
-        ri = to_run[run_codes] if run_codes.size else np.zeros(0, dtype=np.int64)
-        self.n_unmatched = int(np.sum(ri < 0))
+        run_codes, run_uni = strings("run_id", idx)
+        # code -1 (a missing run_id) reads the appended -1: unmatched
+        to_run = np.append(pd.Index(runs["run_id"]).get_indexer(pd.Index(run_uni, dtype=object)), -1)
+        ri = to_run[run_codes]
         ok = ri >= 0
-        self.run = ri[ok]
-        mon, self.mon_uni = strings("monitor")
-        inp, self.inp_uni = strings("inputs")
-        cfg, self.cfg_uni = strings("config_hash")
-        self.mon, self.inp, self.cfg = mon[ok], inp[ok], cfg[ok]
+        self.n_unmatched = int(ok.size - np.count_nonzero(ok))
+        all_ok = self.n_unmatched == 0
+        sel = idx if all_ok else idx[ok]
+        self.run = ri if all_ok else ri[ok]
+        self.mon, self.mon_uni = strings("monitor", sel)
+        self.inp, self.inp_uni = strings("inputs", sel)
+        self.cfg, self.cfg_uni = strings("config_hash", sel)
         if "score_point" in scores.columns:
-            sp, self.sp_uni = strings("score_point")
-            self.sp = sp[ok]
+            self.sp, self.sp_uni = strings("score_point", sel)
         else:
-            self.sp, self.sp_uni = np.full(int(ok.sum()), -1, dtype=np.int64), np.zeros(0, dtype=object)
-        self.step = scores["step"].to_numpy(dtype=np.float64, na_value=np.nan)[idx][ok]
-        self.score = scores["score"].to_numpy(dtype=np.float64, na_value=np.nan)[idx][ok]
+            self.sp, self.sp_uni = np.full(sel.size, -1, dtype=np.int32), np.zeros(0, dtype=object)
+        self.step = scores["step"].to_numpy(dtype=np.float64, na_value=np.nan).take(sel)
+        self.score = scores["score"].to_numpy(dtype=np.float64, na_value=np.nan).take(sel)
         self.codes, self.cells = self._cells()
 
     def _cells(self):
         """(cell code per row, [(monitor label, inputs)]) in a fixed order. A monitor name
         with two config hashes for one input subset is split into "name [hash]" rows (a
         hash normally differs between subsets, so that alone does not split)."""
-        n_i, n_c = max(len(self.inp_uni), 1), max(len(self.cfg_uni), 1)
-        triples = np.unique((self.mon.astype(np.int64) * n_i + self.inp) * n_c + self.cfg)
+        n_m, n_i, n_c = max(len(self.mon_uni), 1), max(len(self.inp_uni), 1), max(len(self.cfg_uni), 1)
+        key = (self.mon.astype(np.int64) * n_i + self.inp) * n_c + self.cfg
+        dense = n_m * n_i * n_c <= 1 << 22
+        if dense:  # few (monitor, inputs, hash) combinations: a lookup table, no sort
+            present = np.bincount(key, minlength=n_m * n_i * n_c) > 0 if key.size else np.zeros(0, dtype=bool)
+            triples = np.flatnonzero(present)
+        else:
+            triples = np.unique(key)
         mi = triples // n_c
         pair, count = np.unique(mi, return_counts=True)
         multi = set((pair[count > 1] // n_i).tolist())
@@ -172,20 +212,29 @@ class _Rows:
         pairs = sorted(set(labels.values()), key=lambda p: (p[0], order.get(p[1], 99)))
         code_of = {p: k for k, p in enumerate(pairs)}
         lut = np.array([code_of[labels[t]] for t in triples.tolist()], dtype=np.int64)
-        key = (self.mon.astype(np.int64) * n_i + self.inp) * n_c + self.cfg
-        codes = lut[np.searchsorted(triples, key)] if key.size else np.zeros(0, dtype=np.int64)
-        return codes, pairs
+        if not key.size:
+            return np.zeros(0, dtype=np.int64), pairs
+        if dense:
+            full = np.zeros(n_m * n_i * n_c, dtype=np.int64)
+            full[triples] = lut
+            return full[key], pairs
+        return lut[np.searchsorted(triples, key)], pairs
 
     def score_points(self) -> list[str | None]:
         """The score point recorded for each cell (None: not recorded). Raises when one
         cell's rows disagree (the config hash covers the score point, so they should not)."""
+        n_sp = len(self.sp_uni) + 1  # + 1: code -1 (not recorded) -> 0
+        seen = np.unique(self.codes * n_sp + (self.sp.astype(np.int64) + 1)) if self.codes.size else np.zeros(0, dtype=np.int64)
+        found: list[set[str]] = [set() for _ in self.cells]
+        for v in seen.tolist():
+            c, sp = divmod(v, n_sp)
+            if sp > 0 and str(self.sp_uni[sp - 1]) in SCORE_POINTS:
+                found[c].add(str(self.sp_uni[sp - 1]))
         out: list[str | None] = []
-        for c, (mon, inp) in enumerate(self.cells):
-            found = {str(self.sp_uni[v]) for v in np.unique(self.sp[self.codes == c]) if v >= 0}
-            found &= set(SCORE_POINTS)
-            if len(found) > 1:
-                raise ValueError(f"scores: monitor {mon!r} on {inp} has rows with score_point {' and '.join(sorted(found))}")
-            out.append(found.pop() if found else None)
+        for (mon, inp), f in zip(self.cells, found):
+            if len(f) > 1:
+                raise ValueError(f"scores: monitor {mon!r} on {inp} has rows with score_point {' and '.join(sorted(f))}")
+            out.append(f.pop() if f else None)
         return out
 
 
@@ -336,9 +385,19 @@ _CELL_COLUMNS = ["untrusted_model", "attack_prompt", "monitor", "inputs", *Metri
 (attacks, aggregate, ci_level, n_resamples, seed, pauroc_max_fpr) and the t* rule's."""
 
 
-def full_trajectory_scores(runs: pd.DataFrame, scores: pd.DataFrame):
-    """(cells, matrix [n_cells, n_runs]) of full-trajectory scores aligned with runs (NaN = none)."""
-    rows = _Rows(runs, scores, "full_trajectory")
+def score_rows(runs: pd.DataFrame, scores: pd.DataFrame) -> dict[str, "_Rows"]:
+    """Both kinds' encoded rows ({"full_trajectory": ..., "per_step": ...}), each string
+    column factorized once for the two."""
+    shared: dict = {}
+    return {kind: _Rows(runs, scores, kind, shared) for kind in ("full_trajectory", "per_step")}
+
+
+def full_trajectory_scores(runs: pd.DataFrame, scores: pd.DataFrame, rows: "_Rows | None" = None):
+    """(cells, matrix [n_cells, n_runs]) of full-trajectory scores aligned with runs (NaN = none).
+
+    rows: ``score_rows(runs, scores)["full_trajectory"]`` when already encoded."""
+    if rows is None:
+        rows = _Rows(runs, scores, "full_trajectory")
     return rows.cells, _score_matrix(rows.codes, rows.run, rows.score, len(rows.cells), len(runs))
 
 
@@ -358,10 +417,11 @@ def per_step_scores(runs: pd.DataFrame, scores: pd.DataFrame, opts: DetectionOpt
     return _table4_inputs(runs, scores, opts)[:2]
 
 
-def per_step_rows(runs: pd.DataFrame, scores: pd.DataFrame):
+def per_step_rows(runs: pd.DataFrame, scores: pd.DataFrame, rows: "_Rows | None" = None):
     """(cells, recorded score point per cell, cell code, run index, step, score) of every
-    per-step score row matched to a run."""
-    rows = _Rows(runs, scores, "per_step")
+    per-step score row matched to a run (rows: ``score_rows(...)["per_step"]``, if encoded)."""
+    if rows is None:
+        rows = _Rows(runs, scores, "per_step")
     return rows.cells, rows.score_points(), rows.codes, rows.run, rows.step, rows.score
 
 

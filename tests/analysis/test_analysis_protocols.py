@@ -154,7 +154,7 @@ def test_protocol_table_from_runs_and_scores():
     popts = pr.ProtocolOptions(budgets=BUDGETS, n_resamples=200)
     tab = pr.protocol_table(runs, scores, popts, inclusive_for=lambda m, point: m == "ps")
     assert set(tab["protocol"]) == set(pr.PROTOCOLS)
-    for j, b in enumerate(BUDGETS):
+    for b in BUDGETS:
         _, safety, useful, useful_stop, never = _brute(honest, attack, t_star, success, b, True)
         r = tab[(tab.monitor == "ps") & (tab.audit_budget == b)].set_index("protocol")
         assert r.loc["trusted_monitoring", "safety"] == pytest.approx(safety)
