@@ -47,6 +47,13 @@ class DilemmaRunConfig(BaseModel):
     resamples: int = Field(2000, ge=1)
     seed: int = 0
 
+    @field_validator("provider")
+    @classmethod
+    def _provider(cls, v: str) -> str:
+        from control_osworld.desktop.provider import check_provider
+
+        return check_provider(v)
+
     @field_validator("conditions")
     @classmethod
     def _conditions(cls, v: list[str]) -> list[str]:
