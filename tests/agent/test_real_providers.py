@@ -54,7 +54,7 @@ def test_anthropic_native_computer_use(tmp_path, monkeypatch):
     assert log.status == "success", log.error
     row = runs_table([log.location]).iloc[0]
     assert row.outcome == "completed" and row.main_task_success
-    bodies = [b for p, b in api.requests if p.endswith("/v1/messages")]
+    bodies = [r.body for r in api.requests if r.path.endswith("/v1/messages")]
     assert len(bodies) == len(SCRIPT)
     tools = bodies[-1]["tools"]
     native = [t for t in tools if t.get("name") == "computer"]
@@ -76,7 +76,7 @@ def test_openai_native_computer_use(tmp_path, monkeypatch):
     assert log.status == "success", log.error
     row = runs_table([log.location]).iloc[0]
     assert row.outcome == "completed" and row.main_task_success
-    bodies = [b for p, b in api.requests if p.endswith("/v1/responses") and b.get("tools")]
+    bodies = [r.body for r in api.requests if r.path.endswith("/v1/responses") and r.body.get("tools")]
     assert len(bodies) == len(SCRIPT)
     assert any(t.get("type", "").startswith("computer") for t in bodies[-1]["tools"])
     images = [item["output"]["image_url"].split(",", 1)[1] for b in bodies for item in b["input"]

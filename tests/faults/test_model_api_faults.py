@@ -83,4 +83,4 @@ def test_refusal_is_a_model_refusal_error(tmp_path, monkeypatch, provider):
     assert (row.outcome, row.error_kind) == ("error", "model_refusal")
     assert "help with that" in row.error
     # The refusal ended the run at once: no nudging the model 75 times.
-    assert len([b for p, b in api.requests if b.get("tools")]) == 1
+    assert len([r for r in api.requests if r.body.get("tools")]) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from control_osworld.monitoring.fake_api import anthropic_message, responses_text
 from tests.agent.fake_api import FakeAPI
 
 
@@ -43,24 +44,18 @@ class FakeDilemmaAPI(FakeAPI):
 
     # ------------------------------------------------------------ Anthropic
     def _anthropic(self, body: dict) -> dict:
-        base = {"type": "message", "role": "assistant", "model": body.get("model", "claude"), "stop_sequence": None,
-                "usage": {"input_tokens": 10, "output_tokens": 5}}
-        msgs = body.get("messages", [])
+        model, msgs = body.get("model", "claude"), body.get("messages", [])
         if not body.get("tools"):
             last = next(m for m in reversed(msgs) if m["role"] == "user")
-            return {**base, "id": "msg_env", "stop_reason": "end_turn",
-                    "content": [{"type": "text", "text": self._env_reply(self._text(last["content"]))}]}
+            return anthropic_message(model, [{"type": "text", "text": self._env_reply(self._text(last["content"]))}],
+                                     id="msg_env", usage=(10, 5))
         done = sum(1 for m in msgs if m.get("role") == "assistant")
-        return {**base, "id": f"msg_{done}", "stop_reason": "tool_use",
-                "content": [{"type": "text", "text": f"Turn {done + 1}."},
-                            {"type": "tool_use", "id": f"toolu_{done}", "name": self._tool(done), "input": {}}]}
+        return anthropic_message(model, [{"type": "text", "text": f"Turn {done + 1}."},
+                                         {"type": "tool_use", "id": f"toolu_{done}", "name": self._tool(done), "input": {}}],
+                                 stop_reason="tool_use", id=f"msg_{done}", usage=(10, 5))
 
     # ------------------------------------------------------------ OpenAI Responses
     def _responses(self, body: dict) -> dict:
-        base = {"id": "resp", "object": "response", "created_at": 0, "model": body.get("model", "gpt"),
-                "status": "completed", "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
-                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
-                          "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
         inp = body.get("input")
         if isinstance(inp, str) or not body.get("tools"):
             text = "ok"
@@ -68,8 +63,7 @@ class FakeDilemmaAPI(FakeAPI):
                 users = [i for i in inp if isinstance(i, dict) and i.get("role") == "user"]
                 if users:
                     text = self._env_reply(self._text(users[-1].get("content", "")))
-            return {**base, "output": [{"type": "message", "id": "m0", "role": "assistant", "status": "completed",
-                                        "content": [{"type": "output_text", "text": text, "annotations": []}]}]}
+            return self._responses_reply(body, [responses_text(text, "m0")])
         done = sum(1 for i in inp if isinstance(i, dict) and i.get("type") == "function_call")
-        return {**base, "output": [{"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}",
-                                    "name": self._tool(done), "arguments": "{}", "status": "completed"}]}
+        return self._responses_reply(body, [{"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}",
+                                             "name": self._tool(done), "arguments": "{}", "status": "completed"}])

@@ -43,8 +43,8 @@ def test_real_providers_drive_target_and_environment(tmp_path, monkeypatch, targ
     assert rec["turns"][1]["observation"] == "fake environment: set_override_flag done"
     runs = load_dilemma_runs([log.location])
     assert runs.iloc[0].cls == "strategic" and runs.iloc[0].outcome == "escaped" and runs.iloc[0].outcome_step == 3
-    with_tools = [b for _, b in api.requests if b.get("tools")]
-    env_reqs = [b for _, b in api.requests if not b.get("tools") and (b.get("messages") or isinstance(b.get("input"), list))]
+    with_tools = [r.body for r in api.requests if r.body.get("tools")]
+    env_reqs = [b for b in (r.body for r in api.requests) if not b.get("tools") and (b.get("messages") or isinstance(b.get("input"), list))]
     assert len(with_tools) == 3 and len(env_reqs) == 3
     names = set()
     for tool in with_tools[0]["tools"]:
