@@ -135,7 +135,7 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 
 
 @click.command("audit")
-@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path), help="Runs table(s) to audit.")
+@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path), help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them, to audit. Repeatable.")
 @click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of external evaluations. Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True)

@@ -78,3 +78,14 @@ def test_task_refuses_an_unknown_provider_when_built():
     msg = str(e.value)
     assert "provider" in msg and "unknown desktop provider 'cloud9'" in msg and "local" in msg
 
+
+
+def test_readme_lists_exactly_the_known_providers():
+    import re
+
+    from control_osworld.desktop.provider import provider_names
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme.split("## Desktops", 1)[1].split("\n\n", 2)[1]
+    listed = re.findall(r"^\| `([a-z0-9-]+)`", table, re.M)
+    assert sorted(listed) == provider_names()
