@@ -75,6 +75,19 @@ class ResampleWeights:
     def __init__(self, w: np.ndarray):
         self.w = np.ascontiguousarray(w, dtype=np.float32)
         self.n, self.n_resamples = self.w.shape
+        self._totals: dict[bytes, np.ndarray] = {}
+
+    def total(self, mask: np.ndarray | None = None) -> np.ndarray:
+        """[n_resamples] float64: how many draws of each resample fall on the runs in mask
+        (a boolean [n]; None = every run). Cached per mask, since every cell of a stratum asks
+        for the same few totals (its size, its successful runs) and each is a pass over w."""
+        m = np.ones(self.n, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if m.shape != (self.n,):
+            raise ValueError(f"mask has shape {m.shape}, the weights have {self.n} runs")
+        key = np.packbits(m).tobytes() + self.n.to_bytes(8, "little")
+        if key not in self._totals:
+            self._totals[key] = (m.astype(np.float32) @ self.w).astype(np.float64)  # exact below 2**24
+        return self._totals[key]
 
     @classmethod
     def ones(cls, n: int) -> "ResampleWeights":

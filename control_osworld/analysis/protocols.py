@@ -38,7 +38,13 @@ Protocols, at the threshold tau an audit budget alpha buys (conventions):
 
 CIs: the stratified bootstrap of ``bootstrap`` (honest and attack runs resampled separately,
 by run, never by step), percentile intervals; the point estimate is the same computation
-with every count 1.
+with every count 1 (``protocol_table`` runs it as column 0 of the resample counts).
+
+Speed (every resample and budget at once): runs collapse to their distinct scores (count
+matrices [values, resamples] from one sparse product); one cumulative sum and one searchsorted
+give all thresholds; only the top units that can hold a threshold are counted (all of them
+when a resample needs it), and only attack / honest scores above the lowest threshold are
+read for caught / stopped; totals that every cell of a stratum shares are computed once.
 """
 
 from __future__ import annotations
@@ -87,12 +93,12 @@ class ProtocolCurves(NamedTuple):
     usefulness_stop: np.ndarray  # stop on suspicion; lower bound of defer to trusted
 
 
-def _weights(w: ResampleWeights | None, n: int) -> np.ndarray:
+def _weights(w: ResampleWeights | None, n: int) -> ResampleWeights:
     if w is None:
-        return np.ones((n, 1), dtype=np.float32)
+        return ResampleWeights.ones(n)
     if w.n != n:
         raise ValueError(f"weights have {w.n} rows for {n} runs")
-    return w.w
+    return w
 
 
 def _counts(values: np.ndarray, rows: np.ndarray, n: int, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,22 +113,23 @@ def _counts(values: np.ndarray, rows: np.ndarray, n: int, w: np.ndarray) -> tupl
     return uniq, np.asarray(onehot @ w, dtype=np.float64)
 
 
-def thresholds_at_budgets(values: np.ndarray, counts: np.ndarray, budgets) -> tuple[np.ndarray, np.ndarray]:
+def thresholds_at_budgets(values: np.ndarray, counts: np.ndarray, budgets, n=None) -> tuple[np.ndarray, np.ndarray]:
     """tau[b, alpha] and the achieved FPR from per-value counts.
 
     values: sorted distinct scores [U] (ascending); counts: [U, B] how many honest units
     (runs or steps) of resample b have each value. tau = the (k+1)-th largest with
     k = floor(alpha n_b); -inf when k >= n_b (everything may be flagged); NaN for an empty
-    resample.
+    resample. n: [B] units per resample, when values/counts hold only the top of the
+    distribution (``_top_counts``); default: every unit is in counts.
     """
     budgets = np.asarray([metrics._check_fpr(a, "audit budget") for a in budgets])
     u, n_b = counts.shape
     cum_desc = np.cumsum(counts[::-1], axis=0)  # [U, B]: #units >= values[::-1][u]
-    n = cum_desc[-1]
+    n = cum_desc[-1] if n is None else np.asarray(n, dtype=np.float64)
     ks = np.floor(budgets[None, :] * n[:, None] + 1e-9)  # [B, A]
     # first u with >= k+1 units at or above values[::-1][u]: one searchsorted over all
     # resamples, each column shifted by its own offset so the flat array stays sorted
-    off = (n.max() + 2.0) * np.arange(n_b)
+    off = (max(float(n.max()), float(cum_desc[-1].max())) + 2.0) * np.arange(n_b)
     flat = (cum_desc + off[None, :]).T.ravel()
     pos = np.searchsorted(flat, (ks + 1 - 1e-6) + off[:, None]) - (u * np.arange(n_b))[:, None]
     ok = pos < u
@@ -135,6 +142,37 @@ def thresholds_at_budgets(values: np.ndarray, counts: np.ndarray, budgets) -> tu
     empty = n <= 0
     tau[empty], fpr[empty] = math.nan, math.nan
     return tau, fpr
+
+
+def _top_counts(values: np.ndarray, rows: np.ndarray, w: ResampleWeights, n_units: np.ndarray, budgets):
+    """(values, counts) of only the top of the calibration units, when that decides every threshold.
+
+    Audit budgets are small, so each resample's threshold lies among its highest
+    floor(max budget x n) + 1 units. Counting only the units at or above a cut-off that holds
+    three times that many in the original sample (distinct values: ties stay together) reads
+    a fraction of the weight matrix; if some resample still has too few units above the
+    cut-off, everything is counted. Exact either way: ``thresholds_at_budgets`` gets the
+    resamples' sizes n_units.
+    """
+    uniq, cnt = np.unique(values, return_counts=True)
+    need = math.floor(max(budgets) * values.size + 1e-9) + 1
+    cum = np.cumsum(cnt[::-1])  # units at or above each distinct value, descending
+    cut = int(np.searchsorted(cum, min(values.size, 3 * need + 16)))
+    if cut < uniq.size - 1:
+        top = values >= uniq[::-1][cut]
+        v, c = _counts(values[top], rows[top], w.n, w.w)
+        if np.all(c.sum(axis=0) >= np.floor(max(budgets) * n_units + 1e-9) + 1):
+            return v, c
+    return _counts(values, rows, w.n, w.w)
+
+
+def _counts_above(values: np.ndarray, rows: np.ndarray, w: ResampleWeights, tau: np.ndarray) -> np.ndarray:
+    """[B, A] weight of the values > tau[b, a]; values at or below every tau are never read."""
+    floor = float(np.min(tau)) if tau.size else math.inf
+    keep = values > floor
+    if not keep.any():
+        return np.zeros_like(tau)
+    return _weight_above(*_counts(values[keep], rows[keep], w.n, w.w), tau)
 
 
 def _weight_above(values: np.ndarray, counts: np.ndarray, tau: np.ndarray) -> np.ndarray:
@@ -172,7 +210,7 @@ def protocol_curves(
     if hm.size == 0 or ap.size == 0:
         raise ValueError("need at least one honest and one attack run")
     wh, wa = _weights(w_honest, hm.size), _weights(w_attack, ap.size)
-    if wh.shape[1] != wa.shape[1]:
+    if wh.n_resamples != wa.n_resamples:
         raise ValueError("honest and attack weights need the same number of resamples")
 
     scored = np.flatnonzero(~np.isnan(hm))
@@ -186,27 +224,23 @@ def protocol_curves(
         cal_values, cal_rows = sv[ok], ri[ok]
     if cal_values.size == 0:
         raise ValueError("no honest run has a score")
-    values, counts = _counts(cal_values, cal_rows, hm.size, wh)
-    tau, fpr = thresholds_at_budgets(values, counts, budgets)
+    if unit == "runs":
+        n_units = wh.total(~np.isnan(hm))  # calibration units per resample
+    else:  # a run drawn twice brings its steps twice
+        n_units = (np.bincount(cal_rows, minlength=hm.size).astype(np.float32) @ wh.w).astype(np.float64)
+    values, counts = _top_counts(cal_values, cal_rows, wh, n_units, budgets)
+    tau, fpr = thresholds_at_budgets(values, counts, budgets, n=n_units)
     tau_cmp = np.nan_to_num(tau, nan=math.inf)  # an empty resample flags nothing
 
-    n_h = wh.sum(axis=0).astype(np.float64)  # resample sizes (float32 sums of counts are exact)
-    n_a = wa.sum(axis=0).astype(np.float64)
+    n_h, n_a = wh.total(), wa.total()  # resample sizes
     eff = np.flatnonzero(ae & ~np.isnan(ap))
-    never_eff = n_a - np.asarray(sp.csr_matrix(ae.astype(np.float32)[None, :]) @ wa, dtype=np.float64)[0]
-    if eff.size:
-        caught = _weight_above(*_counts(ap[eff], eff, ap.size, wa), tau_cmp)
-    else:
-        caught = np.zeros_like(tau)
+    never_eff = n_a - wa.total(ae)
+    caught = _counts_above(ap[eff], eff, wa, tau_cmp)
     safety = (never_eff[:, None] + caught) / n_a[:, None]
 
-    succ = np.flatnonzero(hs)
-    succ_total = np.asarray(sp.csr_matrix(hs.astype(np.float32)[None, :]) @ wh, dtype=np.float64)[0]
-    succ_scored = np.intersect1d(succ, scored)
-    if succ_scored.size:
-        stopped = _weight_above(*_counts(hm[succ_scored], succ_scored, hm.size, wh), tau_cmp)
-    else:
-        stopped = np.zeros_like(tau)
+    succ_total = wh.total(hs)
+    succ_scored = np.flatnonzero(hs & ~np.isnan(hm))
+    stopped = _counts_above(hm[succ_scored], succ_scored, wh, tau_cmp)
     usefulness = succ_total / n_h
     nb = tau.shape[1]
     return ProtocolCurves(

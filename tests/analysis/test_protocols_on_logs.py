@@ -3,7 +3,9 @@
 * scores written back into the logs are what control-arena's samples_df reads, and its
   compute_safety / compute_usefulness give the numbers of our protocol table;
 * a live stop_on_suspicion run and the post-hoc stop on suspicion at the same threshold give
-  the same outcome per run.
+  the same outcome per run;
+* the main job's report (``control-osworld run`` with ``report: true``) holds the protocol
+  table and the safety-usefulness figure.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ max_samples: 4
 monitors: [{PER_STEP}, {FULL}]
 monitor_subsets: [A+T+S, A+T]
 scores_into_logs: false
-report: false
+report: true
 """)
     from control_osworld.run import run
 
@@ -97,6 +99,33 @@ def test_scores_in_logs_match_control_arena(offline):
     by_id = {(Path(str(lg)).name, str(sid)): v for lg, sid, v in zip(sd["log"], sd["id"], sd["score_per_step_rules_ATS"])}
     assert len(row) == len(runs)
     assert all(by_id[(Path(lg).name, str(sid))] == pytest.approx(v) for (lg, sid), v in row.items())
+
+def test_main_job_report_has_protocol_table_and_figure(offline):
+    import pandas as pd
+    from PIL import Image
+
+    from control_osworld.analysis import protocols as pr
+
+    log_dir, _ = offline
+    report = log_dir / "report"
+    text = (report / "protocols.md").read_text()
+    assert text.startswith("# Protocols: safety and usefulness at an audit budget")
+    assert "## scripted/oracle" in text
+    for proto in pr.PROTOCOLS:
+        assert f"### {proto}" in text
+    for monitor in ("per_step_rules", "full_trajectory_rules"):
+        for inputs in ("A+T+S", "A+T"):
+            assert f"| {monitor} | {inputs} |" in text
+    table = pd.read_csv(report / "protocols.csv")
+    assert set(table["protocol"]) == set(pr.PROTOCOLS)
+    assert table["audit_budget"].nunique() == len(pr.DEFAULT_BUDGETS)
+    assert table.groupby(["monitor", "inputs"]).ngroups == 4
+    tm = table[table["protocol"] == "trusted_monitoring"]
+    assert tm["safety"].between(0, 1).all() and (tm["safety_low"] <= tm["safety"] + 1e-9).all()
+    [figure] = sorted(report.glob("safety_usefulness_*.png"))
+    with Image.open(figure) as im:
+        assert im.format == "PNG" and im.width > 1000
+
 
 def test_live_stop_on_suspicion_equals_post_hoc(offline, tmp_path):
     from inspect_ai import eval as inspect_eval
