@@ -59,3 +59,12 @@ def test_newcomer_check_runs_the_readmes_commands_with_a_small_config():
     assert cfg.main_tasks and cfg.provider == offline.provider and cfg.report
     known = {p.stem for p in (REPO / "tasks").rglob("*.json")}
     assert set(cfg.main_tasks) <= known
+
+
+def test_ci_lints_package_tests_and_scripts_and_type_checks_before_the_tests():
+    ci = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.lstrip().startswith("#")]
+    lint = ci.index(".venv/bin/ruff check control_osworld tests scripts")
+    types = ci.index(".venv/bin/mypy control_osworld")
+    tests = next(i for i, line in enumerate(ci) if line.startswith(".venv/bin/python -m pytest"))
+    assert lint < tests and types < tests

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser, ContentImage, ContentText
+from inspect_ai.model import (
+    ChatMessageAssistant,
+    ChatMessageTool,
+    ChatMessageUser,
+    ContentImage,
+    ContentText,
+)
 
 from control_osworld.agent.loop import trim_screenshots
 from control_osworld.agent.scripted import STRATEGIES, _batch, build_plan

@@ -4,7 +4,6 @@ pointed at the loopback fake API); the report counts them and can leave them out
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -142,7 +141,7 @@ def test_matching_statement_measures_the_task_mix():
 
 
 def test_classify_and_report_commands(tmp_path):
-    from control_osworld.analysis.cli import classify_command, report_command
+    from control_osworld.analysis.cli import classify_command
     from tests.monitoring.test_cli import write_log
 
     log = write_log(tmp_path / "x.eval", RECORDS)

@@ -1,6 +1,5 @@
 """Error outcomes: kept apart at any stage (setup included), censored at the right step."""
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -11,7 +11,6 @@ import uuid
 from PIL import Image
 
 from control_osworld.desktop import DesktopClient
-
 from tests.desktop.conftest import wait_for
 
 

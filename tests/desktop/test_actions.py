@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from control_osworld.desktop.actions import (
-    ActionError, Scale, from_computer_13, from_computer_tool, from_pyautogui, key_combo,
+    ActionError,
+    Scale,
+    from_computer_13,
+    from_computer_tool,
+    from_pyautogui,
+    key_combo,
 )
 
 S = Scale(1366, 768, 1920, 1080)

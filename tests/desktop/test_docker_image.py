@@ -19,7 +19,6 @@ from PIL import Image
 from control_osworld.desktop import DesktopClient, DesktopSpec, get_provider
 from control_osworld.desktop.docker import IMAGE_REPO, LABEL_DESKTOP, vm_hash
 from control_osworld.desktop.provider import VM_DIR
-
 from tests.conftest import require
 from tests.desktop.flow import editor_flow
 

@@ -23,8 +23,7 @@ import pytest
 import yaml
 from inspect_ai.util import ExecResult
 
-from control_osworld.desktop import DesktopError, DesktopSpec, get_provider
-from control_osworld.desktop import k8s
+from control_osworld.desktop import DesktopError, DesktopSpec, get_provider, k8s
 from control_osworld.desktop.sandbox import DesktopSandboxConfig, DesktopSandboxEnvironment
 from control_osworld.osworld.sink import ExecSink, Sink
 
@@ -291,7 +290,6 @@ def test_the_image_runs_as_the_pod_spec_says_and_answers_through_the_relay():
     import base64
 
     from control_osworld.desktop.docker import IMAGE_REPO, vm_hash
-
     from tests.conftest import require
 
     try:

@@ -14,7 +14,6 @@ from PIL import Image
 
 from control_osworld.desktop import DesktopClient, DesktopError, DesktopSpec, get_provider
 from control_osworld.desktop.local import processes_in
-
 from tests.conftest import console_script, require
 from tests.desktop.conftest import local_ready
 from tests.desktop.flow import editor_flow

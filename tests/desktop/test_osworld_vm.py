@@ -13,8 +13,7 @@ import uuid
 
 import pytest
 
-from control_osworld.desktop import DesktopSpec, get_provider
-from control_osworld.desktop import osworld_vm
+from control_osworld.desktop import DesktopSpec, get_provider, osworld_vm
 from control_osworld.desktop.client import DesktopError
 from control_osworld.osworld.loader import load_tasks
 from control_osworld.osworld.oracle import load_oracle

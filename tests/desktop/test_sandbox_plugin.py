@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 from inspect_ai import Task, eval
 from inspect_ai.dataset import Sample
-from inspect_ai.scorer import Score, scorer, accuracy
+from inspect_ai.scorer import Score, accuracy, scorer
 from inspect_ai.solver import solver
 from inspect_ai.util import sandbox
+from pydantic import ValidationError
 
 from control_osworld.desktop.sandbox import DesktopSandboxConfig, DesktopSandboxEnvironment
 from tests.conftest import require
@@ -79,5 +80,5 @@ def test_config_forms():
     c = _config({"provider": "remote", "desktop": {"url": "http://127.0.0.1:5000"}})
     assert c.desktop.url == "http://127.0.0.1:5000"
     hash(c)  # inspect hashes sandbox configs
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="screen_widht"):
         _config({"provider": "local", "desktop": {"screen_widht": 3}})

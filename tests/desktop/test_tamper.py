@@ -38,9 +38,8 @@ def _ready(provider: str) -> None:
 
         require(os.geteuid() == 0, "the trusted/agent split of local desktops needs root")
     else:
-        from tests.desktop.test_docker_image import _client
-
         from control_osworld.desktop.docker import IMAGE_REPO, vm_hash
+        from tests.desktop.test_docker_image import _client
 
         try:
             _client().images.get(f"{IMAGE_REPO}:{vm_hash()}")
@@ -185,8 +184,8 @@ def test_agent_cannot_kill_the_checker(desk, evidence):
     th = threading.Thread(target=slow_check)
     th.start()
     time.sleep(0.5)
-    r = _agent(c, "for i in $(seq 40); do pkill -9 -u 999; pkill -9 -f 'sleep 3'; "
-                  "for p in $(pgrep -u 999); do kill -9 $p; done; sleep 0.05; done 2>&1; true")
+    _agent(c, "for i in $(seq 40); do pkill -9 -u 999; pkill -9 -f 'sleep 3'; "
+              "for p in $(pgrep -u 999); do kill -9 $p; done; sleep 0.05; done 2>&1; true")
     th.join(30)
     assert out["r"]["output"] == "checker-survived\n", out
     assert _beacon_verdict(h) == 1

@@ -36,8 +36,8 @@ def _runner(cfg: Path, out, state: Path) -> subprocess.Popen:
 def _samples_done(progress: Path) -> int:
     if not progress.exists():
         return 0
-    done = [int(l.split("agents: ")[1].split("/")[0]) for l in progress.read_text().splitlines()
-            if "agents: " in l and "/" in l.split("agents: ")[1].split(" ")[0]]
+    done = [int(line.split("agents: ")[1].split("/")[0]) for line in progress.read_text().splitlines()
+            if "agents: " in line and "/" in line.split("agents: ")[1].split(" ")[0]]
     return max(done, default=0)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_osworld.monitoring.config import GenerateOptions, MonitorConfig, REPO_ROOT
+from control_osworld.monitoring.config import REPO_ROOT, GenerateOptions, MonitorConfig
 from control_osworld.monitoring.fake_api import FakeAPI
 from control_osworld.monitoring.synthetic import make_run, make_runs
 

@@ -79,7 +79,6 @@ def test_views_show_frames_only_when_asked_and_only_as_results(exfil_run):
 
 def test_the_rules_monitor_reads_a_frame(exfil_run):
     """OCR of a frame is evidence like OCR of a screenshot: text seen only in a frame counts."""
-    from control_osworld.monitoring.config import MonitorConfig
     from control_osworld.monitoring.judges import view_texts
 
     run = exfil_run.model_copy(deep=True)

@@ -3,9 +3,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from control_osworld.monitoring.config import (
-    ALL_SUBSETS, REPO_ROOT, ConfigError, MonitorConfig, canonical_subset, load_config, parse_subsets,
+    ALL_SUBSETS,
+    REPO_ROOT,
+    ConfigError,
+    MonitorConfig,
+    canonical_subset,
+    load_config,
+    parse_subsets,
 )
 
 MONITORS = sorted((REPO_ROOT / "monitors").glob("*.yaml"))
@@ -106,7 +113,7 @@ def test_model_override_is_validated():
 def test_configs_are_frozen_hashable_and_round_trip(path):
     c = load_config(path)
     hash(c)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         c.model = "x/y"  # type: ignore[misc]
     assert MonitorConfig.model_validate_json(c.model_dump_json()) == c
     assert c.with_model("openai/gpt-4.1-mini").kind == c.kind

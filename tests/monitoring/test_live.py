@@ -9,8 +9,14 @@ import io
 import pytest
 from inspect_ai.agent import AgentState
 from inspect_ai.model import (
-    ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser, ContentImage, ContentReasoning,
-    ContentText, ModelOutput,
+    ChatMessageAssistant,
+    ChatMessageSystem,
+    ChatMessageTool,
+    ChatMessageUser,
+    ContentImage,
+    ContentReasoning,
+    ContentText,
+    ModelOutput,
 )
 from inspect_ai.tool import ToolCall, ToolCallError
 from PIL import Image

@@ -127,7 +127,7 @@ def test_cross_fitting_by_run_does_not_leak():
     docs, groups, labels = [], [], []
     for run in range(200):
         label = rng.random() < 0.5
-        for step in range(5):
+        for _step in range(5):
             words = " ".join(rng.choice(["open", "click", "type", "save", "menu", "cell", "file"]) for _ in range(2))
             docs.append(encode({"A": f"runword{run} {words}"}))
             groups.append(f"run{run}")
@@ -150,7 +150,7 @@ def _template_data(seed=0, n_side=20, n_main=20, n_runs=300):
     docs, groups, labels, templates = [], [], [], []
     for run in range(n_runs):
         s, m = rng.randrange(n_side), rng.randrange(n_main)
-        for step in range(4):
+        for _step in range(4):
             noise = " ".join(rng.choice(["open", "click", "type", "save", "menu", "cell", "file"]) for _ in range(2))
             docs.append(encode({"A": f"sidescript{s} mainscript{m} {noise}"}))
             groups.append(f"run{run}")
@@ -186,7 +186,10 @@ def test_template_cells_keep_templates_and_runs_out_of_training():
     for i in range(ks):
         for j in range(km):
             test, train = (sf == i) & (mf == j), (sf != i) & (mf != j)
-            pick = lambda mask, k: {templates[n][k] for n in range(len(groups)) if mask[n]} - {None}
+
+            def pick(mask, k):
+                return {templates[n][k] for n in range(len(groups)) if mask[n]} - {None}
+
             assert not pick(test, 0) & pick(train, 0) and not pick(test, 1) & pick(train, 1)
             assert not {groups[n] for n in range(len(groups)) if test[n]} & {groups[n] for n in range(len(groups)) if train[n]}
     with pytest.raises(Exception, match="at least 2 distinct side tasks"):

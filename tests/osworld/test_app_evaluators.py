@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from control_osworld.osworld.evaluators import GETTERS, METRICS, EvalContext, chrome, gimp, slides, thunderbird, vlc
+from control_osworld.osworld.evaluators import (
+    GETTERS,
+    METRICS,
+    EvalContext,
+    chrome,
+    gimp,
+    slides,
+    thunderbird,
+    vlc,
+)
 from control_osworld.osworld.setup import SetupError, run_steps
 from tests.osworld.fakes import FakeClient
 

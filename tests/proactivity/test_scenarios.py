@@ -8,7 +8,14 @@ import pytest
 import yaml
 
 from control_osworld.proactivity.prompts import inject_factors, target_system_prompt
-from control_osworld.proactivity.scenario import DOMAINS, DRIVES, Factors, ScenarioError, load_scenario, load_scenarios
+from control_osworld.proactivity.scenario import (
+    DOMAINS,
+    DRIVES,
+    Factors,
+    ScenarioError,
+    load_scenario,
+    load_scenarios,
+)
 from control_osworld.proactivity.templates import PACK_DIR, render_pack, write_pack
 
 

@@ -34,14 +34,14 @@ def test_plain_lines_carry_done_total_rate_and_eta(tmp_path):
             time.sleep(0.12)
     lines = stream.getvalue().splitlines()
     assert "monitors: 10 views to do, 2 done already" in lines[0]
-    m = [LINE.match(l) for l in lines]
+    m = [LINE.match(line) for line in lines]
     last = [x for x in m if x][-1]
     assert (last["done"], last["total"], last["unit"]) == ("6", "10", "views")
     assert lines[-1].endswith("1 errored - finished")
     # The log file has the same lines, whatever the stream is.
     assert (tmp_path / "progress.log").read_text().splitlines() == lines
     # Before anything is done there is no rate to speak of, and no ETA.
-    assert any("rate -, ETA -" in l for l in lines[1:3])
+    assert any("rate -, ETA -" in line for line in lines[1:3])
 
 
 def test_no_lines_on_a_stream_when_switched_off(tmp_path):
