@@ -13,7 +13,9 @@ per-run scores and resample counts, two ways:
 
 Then the protocol curves (analysis.protocols: trusted monitoring, stop on suspicion, defer to
 trusted) for every monitor x subset x 30 audit budgets with the same resamples:
-``protocol_curves_seconds``. The last line of output is one JSON object.
+``protocol_curves_seconds``. The last line of output is one JSON object; its
+``load_average_1min`` is the machine's load at the start and at the end (timings on a shared
+machine mean little without it).
 """
 
 from __future__ import annotations
@@ -121,7 +123,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    print(f"cores: {os.cpu_count()}; python {sys.version.split()[0]}; numpy {np.__version__}")
+    load_start = os.getloadavg()[0]
+    print(f"cores: {os.cpu_count()}; load average (1 min) {load_start:.2f}; python {sys.version.split()[0]}; numpy {np.__version__}")
     t0 = time.perf_counter()
     runs, scores = synthetic_dataset(args.runs, seed=args.seed)
     print(f"synthetic data: {len(runs)} runs, {len(scores)} score rows "
@@ -165,7 +168,8 @@ def main(argv=None):
     print(json.dumps({"tables_seconds": round(tables_s, 3), "baseline_seconds_extrapolated": round(baseline_s, 1),
                       "speedup_extrapolated": round(speedup, 1), "cell_baseline_seconds": round(cell_loop_s, 2),
                       "cell_seconds": round(cell_ours_s, 4), "speedup_measured": round(speedup_measured, 1),
-                      "protocol_curves_seconds": round(proto_s, 3)}))
+                      "protocol_curves_seconds": round(proto_s, 3),
+                      "load_average_1min": [round(load_start, 2), round(os.getloadavg()[0], 2)]}))
 
 
 if __name__ == "__main__":
