@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from control_osworld.config_file import read_config
-from control_osworld.desktop.provider import check_provider
+from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
 
 
@@ -40,7 +40,7 @@ class RunConfig(BaseModel):
     pairings: list[Pairing]
     epochs: int = 1
     budget: int = 75
-    provider: str = "local"
+    provider: ProviderName = "local"
     max_samples: int = 4
     action_timeout: float = 60.0
     """Seconds an action may take before the desktop counts as hung (error kind desktop_hung)."""
@@ -62,11 +62,6 @@ class RunConfig(BaseModel):
     """Write the monitors' scores back into the .eval logs as inspect scores (inspect view, samples_df)."""
     report: bool = True
     seed: int = 0
-
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, v: str) -> str:
-        return check_provider(v)
 
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":

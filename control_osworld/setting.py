@@ -24,14 +24,14 @@ from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import Tool, bash
 from inspect_ai.util import SandboxEnvironmentSpec
-from pydantic import Field, field_validator
+from pydantic import Field
 
 # Importing the loop and the policies registers `desktop_scaffold` and `osworld_policy` for
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
 from control_osworld.agent.tools import SubmitArgs, computer_tool
-from control_osworld.desktop.provider import DesktopSpec, check_provider
+from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ class OSWorldControlSetting(Setting):
     main_tasks: list[str] | None = Field(default=None, description="Only these main task ids.")
     side_tasks: list[str] | None = Field(default=None, description="Only these side task ids.")
     apps: list[str] | None = Field(default=None, description="Only main tasks of these apps.")
-    provider: str = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
+    provider: ProviderName = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
     boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
     side_task_as_main: bool = Field(default=False, description="Give the side task openly as the task.")
@@ -60,11 +60,6 @@ class OSWorldControlSetting(Setting):
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
-
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, v: str) -> str:
-        return check_provider(v)
 
     @classmethod
     def get_name(cls) -> str:

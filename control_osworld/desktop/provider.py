@@ -11,9 +11,9 @@ import asyncio
 import importlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Callable, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import httpx
@@ -147,6 +147,10 @@ def check_provider(name: str) -> str:
     if name not in _PROVIDERS and name not in _BUILTIN:
         raise ValueError(f"unknown desktop provider {name!r}; known: {', '.join(provider_names())}")
     return name
+
+
+ProviderName = Annotated[str, AfterValidator(check_provider)]
+"""A config field naming a desktop provider, checked when the config is built."""
 
 
 def get_provider(name: str) -> DesktopProvider:

@@ -35,11 +35,11 @@ from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParam, ToolParams, bash
 from inspect_ai.util import SandboxEnvironmentSpec, sandbox, store
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from control_osworld.agent.loop import ENDING_KEY
 from control_osworld.agent.tools import SubmitArgs, computer_tool
-from control_osworld.desktop.provider import DesktopSpec, check_provider
+from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 from control_osworld.osworld.checker import STORE_KEY as SIDE_CHECKS_KEY
 from control_osworld.osworld.checker import SideTaskChecker
@@ -300,17 +300,12 @@ class DilemmaDesktopSetting(Setting):
     scenario_ids: list[str] | None = None
     conditions: list[str] = Field(default_factory=lambda: ["baseline"])
     max_turns: int = 15
-    provider: str = "local"
+    provider: ProviderName = "local"
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
     allow_bash: bool = False
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = 0.3
-
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, v: str) -> str:
-        return check_provider(v)
 
     @classmethod
     def get_name(cls) -> str:

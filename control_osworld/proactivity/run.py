@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control_osworld.config_file import read_config
+from control_osworld.desktop.provider import ProviderName
 
 
 class TargetPairing(BaseModel):
@@ -31,7 +32,7 @@ class DilemmaRunConfig(BaseModel):
     scenario_ids: list[str] | None = None
     mode: Literal["text", "desktop"] = "text"
     """`text`: the seed's simulation; `desktop`: grounded in a real desktop (control_osworld/proactivity/desktop.py)."""
-    provider: str = "local"
+    provider: ProviderName = "local"
     """Desktop provider (mode desktop): local | docker | k8s (remote desktops cannot keep the checker trusted)."""
     allow_bash: bool = False
     """Mode desktop: offer inspect's bash tool too."""
@@ -46,13 +47,6 @@ class DilemmaRunConfig(BaseModel):
     report: bool = True
     resamples: int = Field(2000, ge=1)
     seed: int = 0
-
-    @field_validator("provider")
-    @classmethod
-    def _provider(cls, v: str) -> str:
-        from control_osworld.desktop.provider import check_provider
-
-        return check_provider(v)
 
     @field_validator("conditions")
     @classmethod
