@@ -480,7 +480,8 @@ def test_sink_server_records_open_and_tripwires_closed(tmp_path):
 
 
 def test_bound_checker_appends_each_check_to_the_sample_store():
-    from inspect_ai.util._store import Store, init_subtask_store
+    from inspect_ai.util import Store
+    from inspect_ai.util._store import init_subtask_store  # no public name for it
 
     from control_osworld.osworld.checker import STORE_KEY
 
