@@ -60,8 +60,8 @@ def test_oracle_calls_validate_against_the_agents_computer_tool(tasks, sides):
     """The scripted model replays oracles through the agent's computer tool: every call's
     arguments must pass that tool's schema (e.g. integer wait durations)."""
     tools = pytest.importorskip("control_osworld.agent.tools")
-    from inspect_ai.model._call_tools import validate_tool_input  # no public name for it
-    from inspect_ai.tool import ToolDef
+    from inspect_ai.model._call_tools import validate_tool_input
+    from inspect_ai.tool._tool_def import ToolDef
 
     params = ToolDef(tools.computer_tool()).parameters
     for item, side in [*((t, False) for t in tasks), *((s, True) for s in sides)]:
