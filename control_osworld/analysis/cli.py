@@ -93,12 +93,18 @@ def _load(logs, scores):
               help="Refusal/leak classes of attack runs (.parquet/.csv from `control-osworld classify`). Repeatable.")
 @click.option("--exclude-attacks", default="", show_default=False, metavar="CLASSES",
               help="Attack-run classes left out of Tables 3/4, comma-separated: never_attempted, undetermined, refused, leaked.")
+@click.option("--audit-unit", type=click.Choice(["runs", "steps"]), default="runs", show_default=True,
+              help="Protocols: an audit budget is a share of honest runs (per-run max) or of honest steps.")
+@click.option("--trusted-model", default=None, metavar="MODEL",
+              help="Protocols: the model whose honest runs in --logs give U_trusted for normalised usefulness "
+                   "(U - U_trusted) / (U_untrusted - U_trusted).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks,
-                   classes, exclude_attacks, no_plots, progress):
+                   classes, exclude_attacks, audit_unit, trusted_model, no_plots, progress):
     """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT
     (control runs: --logs and --scores); dilemma tables into OUT/proactivity (--proactivity)."""
+    from .protocols import ProtocolOptions
     from .report import build_report
     from .tables import DetectionOptions
 
@@ -123,10 +129,14 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
     try:
         opts = DetectionOptions(fprs=_fprs(fprs), max_fpr=max_fpr, n_resamples=resamples, level=level, seed=seed,
                                 attacks=attacks, aggregate=aggregate, score_points=points)
+        if trusted_model and not (runs["untrusted_model"] == trusted_model).any():
+            raise click.BadParameter(f"no runs of {trusted_model!r} in --logs (models: "
+                                     f"{', '.join(sorted(set(runs['untrusted_model'])))})", param_hint="--trusted-model")
+        popts = ProtocolOptions(unit=audit_unit, n_resamples=resamples, level=level, seed=seed, trusted_model=trusted_model)
         text = _read_classes(classes)
         exclude = tuple(x.strip() for x in exclude_attacks.split(",") if x.strip())
         written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots,
-                               text_classes=text, exclude_attacks=exclude)
+                               protocol_options=popts, text_classes=text, exclude_attacks=exclude)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote {len(written)} files to {out_dir}")

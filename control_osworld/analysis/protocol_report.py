@@ -52,14 +52,18 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
             p = g[(g["protocol"] == proto) & g["audit_budget"].isin(shown)]
             if p.empty:
                 continue
+            norm = bool(popts.trusted_model) and proto != "defer_to_trusted"
             L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
-                  + " | " + " | ".join(f"usefulness @{_pct(b)}" for b in shown) + " | safety (control-arena) @1% |",
-                  "|---|---|" + "---|" * (2 * len(shown) + 1)]
+                  + " | " + " | ".join(f"usefulness @{_pct(b)}" for b in shown) + " | safety (control-arena) @1% |"
+                  + (" normalised usefulness @1% |" if norm else ""),
+                  "|---|---|" + "---|" * (2 * len(shown) + 1 + norm)]
+            one_pct = _nearest(np.asarray(shown), [0.01])[0]
             for (mon, inp), c in p.groupby(["monitor", "inputs"], sort=True):
                 c = c.set_index("audit_budget")
-                one = c["safety_control_arena"].get(_nearest(np.asarray(shown), [0.01])[0], math.nan)
+                one = c["safety_control_arena"].get(one_pct, math.nan)
                 L.append(f"| {mon} | {inp} | " + " | ".join(_cell(c.loc[b], "safety") for b in shown) + " | "
-                         + " | ".join(_cell(c.loc[b], "usefulness") for b in shown) + f" | {_f(one)} |")
+                         + " | ".join(_cell(c.loc[b], "usefulness") for b in shown) + f" | {_f(one)} |"
+                         + (f" {_f(c['usefulness_normalised'].get(one_pct, math.nan))} |" if norm else ""))
             L.append("")
     return "\n".join(L)
 

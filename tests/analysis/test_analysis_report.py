@@ -116,3 +116,25 @@ def test_report_with_one_monitor_kind_and_no_attacks(tmp_path, data):
     honest = runs[runs["eval_mode"] == "honest"]
     build_report(honest, scores, tmp_path / "h", T.DetectionOptions(n_resamples=50), plots_enabled=False)
     assert "| h_E | not identifiable |" in (tmp_path / "h" / "identifiability.md").read_text()
+
+
+def test_cli_protocol_options_audit_unit_and_trusted_model(tmp_path, saved, data):
+    runs, _ = data
+    args = ["--logs", str(saved / "runs.parquet"), "--scores", str(saved / "scores.parquet"), "--resamples", "50",
+            "--no-plots"]
+    r = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "a"), "--audit-unit", "steps",
+                                                   "--trusted-model", "model-b"])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "a" / "protocols.md").read_text()
+    assert "of the honest steps may be flagged" in md
+    assert "U_trusted from model-b's honest runs" in md and "normalised usefulness @1%" in md
+    table = pd.read_csv(tmp_path / "a" / "protocols.csv")
+    honest = runs[(runs.eval_mode == "honest") & (runs.outcome != "error")]
+    u = {m: g["main_task_success"].map(lambda v: v is True).mean() for m, g in honest.groupby("untrusted_model")}
+    a = table[(table.untrusted_model == "model-a") & (table.protocol == "stop_on_suspicion")]
+    expect = (a["usefulness"] - u["model-b"]) / (u["model-a"] - u["model-b"])
+    assert len(a) and np.allclose(a["usefulness_normalised"], expect, rtol=1e-4, atol=1e-4)  # CSV keeps 6 digits
+    tm = table[(table.untrusted_model == "model-a") & (table.protocol == "trusted_monitoring")]
+    assert np.allclose(tm["usefulness_normalised"], 1.0)  # the untrusted model's own honest success
+    bad = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "b"), "--trusted-model", "nobody"])
+    assert bad.exit_code != 0 and "no runs of 'nobody'" in bad.output and "model-a" in bad.output
