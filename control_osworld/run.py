@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_osworld.config_file import read_config
+from control_osworld.config_file import ConfigError, read_config, read_mapping
 from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
 
@@ -96,10 +95,10 @@ def build_tasks(cfg: RunConfig) -> list:
 def _family(path: str | Path) -> str:
     """`family:` of a run config (control when absent); dilemma configs have their own schema."""
     try:
-        raw = yaml.safe_load(Path(path).read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        raw = read_mapping(path, empty_ok=True)
+    except ConfigError:
         return "control"  # RunConfig.load reports it
-    return str(raw.get("family", "control")) if isinstance(raw, dict) else "control"
+    return str(raw.get("family", "control"))
 
 
 def run(config_path: str | Path, *, log_dir: str | None = None, skip_agents: bool = False) -> int:

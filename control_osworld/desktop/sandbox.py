@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from control_osworld.desktop.admission import admission
 from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
-from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, get_provider
+from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, ProviderName, get_provider
 
 
 class DesktopSandboxConfig(BaseModel):
@@ -24,7 +24,7 @@ class DesktopSandboxConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: str = "local"
+    provider: ProviderName = "local"
     desktop: DesktopSpec = DesktopSpec()
 
 

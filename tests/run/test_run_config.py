@@ -70,6 +70,14 @@ def test_cli_prints_the_problem_and_exits_2(tmp_path):
     assert f"{p}: field 'epochs'" in res.output and f"{p}: field 'provider'" in res.output
 
 
+def test_sandbox_config_refuses_an_unknown_provider():
+    from control_osworld.desktop.sandbox import DesktopSandboxConfig
+
+    with pytest.raises(ValidationError, match="unknown desktop provider 'cloud9'"):
+        DesktopSandboxConfig(provider="cloud9")
+    assert DesktopSandboxConfig(provider="docker").provider == "docker"
+
+
 def test_task_refuses_an_unknown_provider_when_built():
     from control_osworld.task import osworld_control
 
