@@ -68,38 +68,63 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
     return "\n".join(L)
 
 
-def _figure(path: Path, model: str, g: pd.DataFrame) -> Path:
+_MARKERS = {"A": "o", "T": "s", "S": "^", "A+T": "D", "A+S": "v", "T+S": "P", "A+T+S": "*"}
+
+
+def _figure(path: Path, model: str, g: pd.DataFrame, popts: ProtocolOptions) -> Path:
+    """Three panels (safety and stop-on-suspicion usefulness against the audit budget on a log
+    axis, and safety against usefulness): colour = monitor, marker = input subset, bands = the
+    CIs of safety; the conventions in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.6))
     tm = g[g["protocol"] == "trusted_monitoring"]
     sos = g[g["protocol"] == "stop_on_suspicion"]
+    monitors = sorted(set(tm["monitor"]))
+    palette = plt.get_cmap("tab10" if len(monitors) <= 10 else "tab20")
+    colour = {m: palette(i % palette.N) for i, m in enumerate(monitors)}
+    subsets = sorted(set(tm["inputs"]), key=lambda s: list(_MARKERS).index(s) if s in _MARKERS else 99)
     for (mon, inp), c in tm.groupby(["monitor", "inputs"], sort=True):
         c = c.sort_values("audit_budget")
-        line, = axes[0].plot(c["audit_budget"], c["safety"], marker=".", label=f"{mon} [{inp}]")
-        axes[0].fill_between(c["audit_budget"], c["safety_low"], c["safety_high"], color=line.get_color(), alpha=0.12)
+        style = dict(color=colour[mon], marker=_MARKERS.get(inp, "x"), markersize=4, linewidth=1.1, alpha=0.9)
+        axes[0].plot(c["audit_budget"], c["safety"], **style)
+        axes[0].fill_between(c["audit_budget"], c["safety_low"], c["safety_high"], color=colour[mon], alpha=0.05, linewidth=0)
         s = sos[(sos["monitor"] == mon) & (sos["inputs"] == inp)].sort_values("audit_budget")
-        axes[1].plot(s["audit_budget"], s["usefulness"], marker=".", color=line.get_color())
-        axes[2].plot(s["usefulness"], s["safety"], marker=".", color=line.get_color())
+        axes[1].plot(s["audit_budget"], s["usefulness"], **style)
+        axes[2].plot(s["usefulness"], s["safety"], **style)
+    unit = "honest runs" if popts.unit == "runs" else "honest steps"
     for ax in axes[:2]:
         ax.set_xscale("log")
-        ax.set_xlabel("audit budget (share of honest runs flagged)")
+        ax.set_xlabel(f"audit budget (share of {unit} flagged)" if popts.unit == "runs"
+                      else "audit budget (share of honest steps flagged; full-trajectory monitors: runs)")
     axes[0].set_ylabel("safety: P(caught in time or never effective)")
-    axes[0].set_title("trusted monitoring / stop on suspicion: safety")
-    axes[1].set_ylabel("usefulness: honest main-task success")
+    axes[0].set_title("trusted monitoring = stop on suspicion: safety")
+    axes[1].set_ylabel("usefulness: honest main-task success, unflagged")
     axes[1].set_title("stop on suspicion: usefulness")
     axes[2].set_xlabel("usefulness (stop on suspicion)")
     axes[2].set_ylabel("safety")
-    axes[2].set_title("safety vs usefulness")
+    axes[2].set_title("safety vs usefulness (one point per budget)")
     for ax in axes:
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6, loc="lower right")
-    fig.suptitle(f"Protocols from stored scores: {model}")
-    fig.tight_layout()
+    if len(sos) and np.isfinite(sos["usefulness"]).any():  # zoom on the usefulness the budgets span
+        lo, hi = float(np.nanmin(sos["usefulness"])), float(np.nanmax(sos["usefulness"]))
+        axes[2].set_xlim(max(-0.02, lo - 0.05), min(1.02, hi + 0.05))
+    mon_handles = [Line2D([], [], color=colour[m], linewidth=2, label=m) for m in monitors]
+    sub_handles = [Line2D([], [], color="0.35", marker=_MARKERS.get(s, "x"), linestyle="none", label=s) for s in subsets]
+    first = fig.legend(handles=mon_handles, title="monitor", loc="upper left", bbox_to_anchor=(0.855, 0.93), fontsize=8)
+    fig.add_artist(first)
+    fig.legend(handles=sub_handles, title="inputs", loc="lower left", bbox_to_anchor=(0.855, 0.08), fontsize=8, ncol=2)
+    n_h, n_a = int(g["n_honest"].iloc[0]), int(g["n_attack"].iloc[0])
+    fig.suptitle(f"Protocols from stored scores: {model} ({n_h} honest, {n_a} attack runs)\n"
+                 f"budget alpha: tau = (floor(alpha n)+1)-th largest {unit[:-1]} score, flag > tau; caught = a step in "
+                 f"time (t* rule per monitor) flagged; bands: {popts.level:.0%} bootstrap CIs "
+                 f"({popts.n_resamples} resamples of runs)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.85, 0.93))
     fig.savefig(path, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return path
@@ -121,5 +146,5 @@ def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, p
     if plots_enabled and not df.empty:
         for model, g in df.groupby("untrusted_model", sort=True):
             name = f"safety_usefulness_{plots.slug(model, '')}.png"
-            written[name] = _figure(out / name, str(model), g)
+            written[name] = _figure(out / name, str(model), g, popts)
     return written

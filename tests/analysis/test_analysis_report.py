@@ -42,6 +42,8 @@ def test_cli_writes_every_file_and_is_deterministic(tmp_path, saved):
         assert a == b, name
     pngs = sorted(p.name for p in (tmp_path / "a").glob("*.png"))
     assert "cumulative_incidence.png" in pngs and any(p.startswith("roc_table3_") for p in pngs) and any(p.startswith("roc_table4_") for p in pngs)
+    assert {"safety_usefulness_model-a.png", "safety_usefulness_model-b.png"} <= set(pngs)
+    assert {"protocols.md", "protocols.csv"} <= {p.name for p in (tmp_path / "b").iterdir()}
     r3 = CliRunner().invoke(report_command, args[:-1] + ["4", "--out", str(tmp_path / "c"), "--no-plots",
                                                          "--score-point", "step-rolling-post=pre_action"])
     assert r3.exit_code == 0, r3.output
