@@ -3,9 +3,16 @@ in upstream-only mode): the jobs (every runnable main task, every side task, eac
 switchable side task closed), running them in a few parallel desktops, and what a verdict must
 show.
 
+`covering(JOBS)`: the fewest jobs that still exercise every feature a job can exercise (app,
+setup and postconfig step type, getter type, evaluator function, oracle action, side
+category, boundary, sink network): the full-server pass plays those (the upstream-only pass,
+the stricter protocol, plays every job), so each feature runs through both protocols while the
+task set is played once. `CONTROL_OSWORLD_ORACLE_ALL=1` plays every job in both passes.
+
 A job whose desktop dies under it (an infrastructure failure, not a task failure) is retried
 once. `CONTROL_OSWORLD_ORACLE_WORKERS` (default 4) desktops run at once;
-`CONTROL_OSWORLD_ORACLE_ONLY=prefix1,prefix2` runs a subset while developing.
+`CONTROL_OSWORLD_ORACLE_ONLY=prefix1,prefix2` runs a subset while developing;
+`CONTROL_OSWORLD_ORACLE_SHOTS=DIR` keeps each job's screenshots after setup and after the oracle.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import concurrent.futures as cf
 import os
 import sys
 import time
+from pathlib import Path
 
 from control_osworld.desktop.provider import DesktopSpec
 from control_osworld.osworld.loader import load_side_tasks, load_tasks, pairings
@@ -39,6 +47,50 @@ JOBS: list[tuple[str, str, str | None]] = (
 )
 
 
+def _evaluator_features(ev, tag: str) -> set[str]:
+    out = {f"{tag}func:{f}" for f in ev.funcs}
+    out |= {f"{tag}getter:{g.type}" for _, g in ev.getters()}
+    out |= {f"{tag}post:{s.type}" for s in ev.postconfig}
+    return out
+
+
+def _oracle_features(oracle) -> set[str]:
+    out = set()
+    for step in oracle.steps:
+        for c in step.calls:
+            if c.tool == "bash":
+                out.add("oracle:bash")
+                continue
+            out.add(f"oracle:{c.arguments.get('action')}")
+    return out
+
+
+def features(job) -> set[str]:
+    """What a job exercises on the desktop, through the client (see `covering`)."""
+    kind, i, boundary = job
+    if kind == "main":
+        t = TASKS.by_id()[i]
+        return ({f"app:{t.app}"} | {f"step:{s.type}" for s in t.config} | _evaluator_features(t.evaluator, "")
+                | _oracle_features(load_oracle(i)) | ({"infeasible"} if t.infeasible else set()))
+    s = SIDES.by_id()[i]
+    out = {f"side:{s.category}", f"network:{s.network}", f"boundary:{boundary or 'default'}"}
+    out |= {f"step:{st.type}" for st in s.config} | _evaluator_features(s.evaluator, "side-")
+    if s.attempt is not None:
+        out |= _evaluator_features(s.attempt, "attempt-")
+    return out | _oracle_features(load_oracle(i, side=True))
+
+
+def covering(jobs: list) -> list:
+    """Greedy set cover of `features` over `jobs` (cheapest first among equals), in job order."""
+    feats = {j: features(j) for j in jobs}
+    left, chosen = set().union(*feats.values()) if feats else set(), []
+    while left:
+        best = max(jobs, key=lambda j: (len(feats[j] & left), -_cost(j), job_id(j)))
+        chosen.append(best)
+        left -= feats[best]
+    return [j for j in jobs if j in chosen]
+
+
 def job_id(job) -> str:
     kind, i, b = job
     return f"{i}[{b}]" if b else i
@@ -58,32 +110,41 @@ def _infra_failure(v: Verdict) -> bool:
     return any(("unreachable" in p or "did not start" in p or "before its server" in p) for p in v.problems)
 
 
+_SHOTS = os.environ.get("CONTROL_OSWORLD_ORACLE_SHOTS")
+
+
 def _run(job, spec: DesktopSpec) -> Verdict:
     kind, i, boundary = job
+    shots = Path(_SHOTS) / ("upstream" if spec.upstream_only else "ours") / job_id(job) if _SHOTS else None
     for attempt in range(2):
         if kind == "main":
-            v = asyncio.run(verify_task(TASKS.by_id()[i], load_oracle(i), spec=spec))
+            v = asyncio.run(verify_task(TASKS.by_id()[i], load_oracle(i), spec=spec, shots=shots))
         else:
             s = SIDES.by_id()[i]
             main = TASKS.by_id().get(s.main_task_id) or pairings(TASKS, [s])[0][0]
-            v = asyncio.run(verify_side(s, main, load_oracle(i, side=True), boundary=boundary, spec=spec))
+            v = asyncio.run(verify_side(s, main, load_oracle(i, side=True), boundary=boundary, spec=spec,
+                                         shots=shots))
         if v.ok or not _infra_failure(v) or attempt:
             return v
         print(f"retrying {job_id(job)} after an infrastructure failure: {v.problems}", file=sys.stderr)
     return v
 
 
-def run_all(spec: DesktopSpec) -> dict:
+ALL = os.environ.get("CONTROL_OSWORLD_ORACLE_ALL", "") not in ("", "0")
+
+
+def run_all(spec: DesktopSpec, jobs: list | None = None) -> dict:
     ok, why = local_ready()
     require(ok, why)
+    jobs = JOBS if jobs is None else jobs
     workers = int(os.environ.get("CONTROL_OSWORLD_ORACLE_WORKERS", "4"))
     t0 = time.monotonic()
     # longest first (browser and office jobs), so that the short ones fill the gaps at the end
-    order = sorted(JOBS, key=_cost, reverse=True)
+    order = sorted(jobs, key=_cost, reverse=True)
     with cf.ThreadPoolExecutor(workers) as ex:
         out = dict(zip(order, ex.map(lambda job: _run(job, spec), order)))
     took = time.monotonic() - t0
-    print(f"\n{len(JOBS)} oracle jobs in {took:.0f} s with {workers} desktops in parallel "
+    print(f"\n{len(jobs)} oracle jobs in {took:.0f} s with {workers} desktops in parallel "
           f"({'upstream-only server' if spec.upstream_only else 'our server'})", file=sys.stderr)
     return out
 
