@@ -13,11 +13,13 @@ import numpy as np
 import pandas as pd
 
 from . import plots
-from .protocols import PROTOCOLS, ProtocolOptions, conventions, protocol_table
+from .protocols import PROTOCOLS, ROUND_BUDGETS, ProtocolOptions, conventions, protocol_table
+from .runs import INPUT_SUBSETS
 
 __all__ = ["write_protocol_report", "render_protocols_markdown", "SHOWN_BUDGETS"]
 
-SHOWN_BUDGETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1)
+_SUBSET_ORDER = {v: i for i, v in enumerate(INPUT_SUBSETS)}
+SHOWN_BUDGETS = ROUND_BUDGETS  # on the report's grid (REPORT_BUDGETS), so shown exactly
 
 
 def _nearest(budgets: np.ndarray, wanted) -> list[float]:
@@ -42,7 +44,7 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
     L = ["# Protocols: safety and usefulness at an audit budget", ""]
     L += [f"- {c}" for c in conventions(popts, t_star_rules)]
     L += ["- Cells: estimate [CI] for trusted monitoring and stop on suspicion; [bound low, bound high] for "
-          "defer to trusted. All 30 budgets are in protocols.csv.", ""]
+          f"defer to trusted. All {len(popts.budgets)} budgets are in protocols.csv.", ""]
     if df.empty:
         return "\n".join(L + ["No model has both honest and attack runs with scores.", ""])
     shown = _nearest(np.unique(df["audit_budget"].to_numpy()), SHOWN_BUDGETS)
@@ -58,8 +60,9 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
                   + (" normalised usefulness @1% |" if norm else ""),
                   "|---|---|" + "---|" * (2 * len(shown) + 1 + norm)]
             one_pct = _nearest(np.asarray(shown), [0.01])[0]
-            for (mon, inp), c in p.groupby(["monitor", "inputs"], sort=True):
-                c = c.set_index("audit_budget")
+            groups = dict(list(p.groupby(["monitor", "inputs"], sort=True)))
+            for mon, inp in sorted(groups, key=lambda k: (k[0], _SUBSET_ORDER.get(k[1], 99), k[1])):
+                c = groups[(mon, inp)].set_index("audit_budget")
                 one = c["safety_control_arena"].get(one_pct, math.nan)
                 L.append(f"| {mon} | {inp} | " + " | ".join(_cell(c.loc[b], "safety") for b in shown) + " | "
                          + " | ".join(_cell(c.loc[b], "usefulness") for b in shown) + f" | {_f(one)} |"

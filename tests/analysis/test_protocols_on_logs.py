@@ -118,7 +118,8 @@ def test_main_job_report_has_protocol_table_and_figure(offline):
             assert f"| {monitor} | {inputs} |" in text
     table = pd.read_csv(report / "protocols.csv")
     assert set(table["protocol"]) == set(pr.PROTOCOLS)
-    assert table["audit_budget"].nunique() == len(pr.DEFAULT_BUDGETS)
+    assert table["audit_budget"].nunique() == len(pr.REPORT_BUDGETS)
+    assert "safety @1%" in text and "safety @10%" in text  # the round budgets, exactly
     assert table.groupby(["monitor", "inputs"]).ngroups == 4
     tm = table[table["protocol"] == "trusted_monitoring"]
     assert tm["safety"].between(0, 1).all() and (tm["safety_low"] <= tm["safety"] + 1e-9).all()
