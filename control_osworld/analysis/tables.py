@@ -130,7 +130,10 @@ def _factorize(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         return col.cat.codes.to_numpy(dtype=np.int32), np.asarray(col.cat.categories, dtype=object)
     if col.dtype == object and len(col) > 1024:
         a = col.to_numpy()
-        heads = np.flatnonzero(np.concatenate([[True], np.asarray(a[1:] != a[:-1], dtype=bool)]))
+        try:
+            heads = np.flatnonzero(np.concatenate([[True], np.asarray(a[1:] != a[:-1], dtype=bool)]))
+        except (TypeError, ValueError):  # values without a plain truth for != (e.g. pd.NA): hash every row
+            heads = np.arange(a.size)
         if heads.size <= a.size // 4:
             codes, uni = pd.factorize(a[heads])
             return np.repeat(codes.astype(np.int32), np.diff(np.append(heads, a.size))), np.asarray(uni, dtype=object)

@@ -59,3 +59,13 @@ def test_cells_with_two_config_hashes_are_split_and_score_points_checked():
     ps.loc[sel & (ps.step == 2), "score_point"] = "post_action" if ps.loc[sel, "score_point"].iloc[0] == "pre_action" else "pre_action"
     with pytest.raises(ValueError, match="score_point"):
         T._Rows(runs, ps, "per_step").score_points()
+
+
+def test_factorize_falls_back_when_neighbours_cannot_be_compared():
+    class NoTruth(str):
+        def __ne__(self, other):
+            raise TypeError("ambiguous")
+
+    values = np.array([NoTruth("a")] * 1500 + [NoTruth("b")] * 600, dtype=object)
+    codes, uni = T._factorize(pd.Series(values, dtype=object))
+    assert list(uni) == ["a", "b"] and codes.tolist() == [0] * 1500 + [1] * 600
