@@ -16,7 +16,7 @@ from . import plots
 from .protocols import PROTOCOLS, ROUND_BUDGETS, ProtocolOptions, conventions, protocol_table
 from .runs import INPUT_SUBSETS
 
-__all__ = ["write_protocol_report", "render_protocols_markdown", "SHOWN_BUDGETS"]
+__all__ = ["write_protocol_report", "render_protocols_markdown", "summary_lines", "SHOWN_BUDGETS"]
 
 _SUBSET_ORDER = {v: i for i, v in enumerate(INPUT_SUBSETS)}
 SHOWN_BUDGETS = ROUND_BUDGETS  # on the report's grid (REPORT_BUDGETS), so shown exactly
@@ -133,10 +133,35 @@ def _figure(path: Path, model: str, g: pd.DataFrame, popts: ProtocolOptions) -> 
     return path
 
 
+def summary_lines(df: pd.DataFrame, popts: ProtocolOptions) -> list[str]:
+    """The report summary's protocol lines: per untrusted model, the safest monitor x subset under
+    trusted monitoring at the 1 % audit budget (or the nearest one), with its stop-on-suspicion
+    usefulness and control-arena's safety convention beside it."""
+    if df.empty:
+        return ["- No model has both honest and attack runs with scores (protocols.md)."]
+    budget = _nearest(np.unique(df["audit_budget"].to_numpy()), [0.01])[0]
+    unit = "honest runs" if popts.unit == "runs" else "honest steps"
+    out = []
+    for model, g in df[df["audit_budget"] == budget].groupby("untrusted_model", sort=True):
+        tm = g[g["protocol"] == "trusted_monitoring"].dropna(subset=["safety"])
+        if tm.empty:
+            continue
+        r = tm.sort_values(["safety", "monitor", "inputs"], ascending=[False, True, True]).iloc[0]
+        sos = g[(g["protocol"] == "stop_on_suspicion") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
+        dtt = g[(g["protocol"] == "defer_to_trusted") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
+        out.append(f"- {model}, audit budget {_pct(budget)} of {unit}: safest under trusted monitoring {r.monitor} on "
+                   f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}] "
+                   f"(never effective {_f(dtt.safety_bound_low)}; control-arena's convention {_f(r.safety_control_arena)}); "
+                   f"usefulness {_f(r.usefulness)}, under stop on suspicion {_f(sos.usefulness)} "
+                   f"[{_f(sos.usefulness_low)}, {_f(sos.usefulness_high)}].")
+    return out or ["- No trusted-monitoring safety could be computed (protocols.md)."]
+
+
 def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, popts: ProtocolOptions,
-                          inclusive_for, plots_enabled: bool = True) -> dict[str, Path]:
-    """Write protocols.md, protocols.csv and one figure per untrusted model into out."""
-    df = protocol_table(runs, scores, popts, inclusive_for)
+                          inclusive_for, plots_enabled: bool = True, table: pd.DataFrame | None = None) -> dict[str, Path]:
+    """Write protocols.md, protocols.csv and one figure per untrusted model into out (table: the
+    ``protocol_table`` of these runs and options, when already computed)."""
+    df = protocol_table(runs, scores, popts, inclusive_for) if table is None else table
     ps = df[df["monitor_kind"] == "per_step"] if not df.empty else df
     rules = {m: ", ".join(sorted(set(g["t_star_rule"]))) for m, g in ps.groupby("monitor")} if not ps.empty else {}
     written = {}

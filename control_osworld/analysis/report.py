@@ -24,8 +24,8 @@ from . import hazards as hz
 from . import identifiability as idf
 from . import plots, render, tables
 from .bootstrap import group_rng, resample_weights
-from .protocol_report import write_protocol_report
-from .protocols import ProtocolOptions
+from .protocol_report import summary_lines, write_protocol_report
+from .protocols import ProtocolOptions, protocol_table
 from .runs import attempts_as_recorded
 from .tables import DetectionOptions
 
@@ -196,14 +196,12 @@ def build_report(runs: pd.DataFrame, scores: pd.DataFrame, out_dir, opts: Detect
     # terminal and progress was asked for or the main job keeps a progress log.
     plain = progress is not False and not sys.stderr.isatty() and (progress is True or active_log() is not None)
     with StageProgress("report", 7, "parts", bar=False, plain=plain) as p:
-        _build(runs, scores, out, opts, errors, codebooks, progress, plots_enabled, write, written, p.advance,
+        _build(runs, scores, out, opts, popts, errors, codebooks, progress, plots_enabled, write, written, p.advance,
                text_classes, exclude_attacks)
-        written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled))
-        p.advance()
     return written
 
 
-def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_enabled, write, written, step,
+def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, plots_enabled, write, written, step,
            text_classes=None, exclude_attacks=()) -> None:
     unmatched = int((~scores["run_id"].isin(runs["run_id"])).sum())
     side_audits = idf.audit_side_tasks(runs, errors)
@@ -249,7 +247,13 @@ def _build(runs, scores, out: Path, opts, errors, codebooks, progress, plots_ena
         written.update(_plots(table_runs, scores, opts, out, fig))
     step()
 
-    write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written), side_audits))
+    # protocols on every usable run (the detection tables' attack exclusions do not apply)
+    ptab = protocol_table(runs, scores, popts, opts.inclusive_for)
+    written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled, table=ptab))
+    step()
+
+    write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written), side_audits,
+                                 summary_lines(ptab, popts)))
     step()
 
 
@@ -342,7 +346,7 @@ def _errors_line(runs: pd.DataFrame, errors: str) -> str:
             f"left out of Tables 3 and 4 and {how}.")
 
 
-def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files, side_audits=()) -> str:
+def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files, side_audits=(), protocol_lines=()) -> str:
     n = len(runs)
     modes = runs["eval_mode"].value_counts()
     L = ["# Analysis summary", ""]
@@ -368,6 +372,7 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
         if not top.empty:
             r = top.iloc[0]
             L.append(f"- Highest caught-before-t* at per-run FPR {f0:.0%}: {r.monitor} on {r.inputs} ({r.untrusted_model} / {r.attack_prompt}): {r.estimate:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}].")
+    L += ["", "## Protocols (protocols.md, safety_usefulness_*.png)", ""] + list(protocol_lines)
     L += ["", "## Competing hazards", ""]
     for _, r in hsum.iterrows():
         if r.eval_mode != "attack":

@@ -140,3 +140,17 @@ def test_cli_protocol_options_audit_unit_and_trusted_model(tmp_path, saved, data
     assert np.allclose(tm["usefulness_normalised"], 1.0)  # the untrusted model's own honest success
     bad = CliRunner().invoke(report_command, args + ["--out", str(tmp_path / "b"), "--trusted-model", "nobody"])
     assert bad.exit_code != 0 and "no runs of 'nobody'" in bad.output and "model-a" in bad.output
+
+
+def test_summary_names_the_protocol_part(tmp_path, data):
+    runs, scores = data
+    written = build_report(runs, scores, tmp_path, T.DetectionOptions(n_resamples=30), plots_enabled=False)
+    summary = (tmp_path / "summary.md").read_text()
+    assert "## Protocols (protocols.md, safety_usefulness_*.png)" in summary
+    assert "- protocols.md" in summary and "- protocols.csv" in summary and {"protocols.md", "protocols.csv"} <= set(written)
+    table = pd.read_csv(tmp_path / "protocols.csv")
+    for model in ("model-a", "model-b"):
+        tm = table[(table.untrusted_model == model) & (table.protocol == "trusted_monitoring") & (table.audit_budget == 0.01)]
+        best = tm.sort_values(["safety", "monitor", "inputs"], ascending=[False, True, True]).iloc[0]
+        line = next(x for x in summary.splitlines() if x.startswith(f"- {model}, audit budget 1% of honest runs"))
+        assert f"{best.monitor} on {best.inputs}" in line and f"safety {best.safety:.3f}" in line
