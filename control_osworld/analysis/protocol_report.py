@@ -55,17 +55,20 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
             if p.empty:
                 continue
             norm = bool(popts.trusted_model) and proto != "defer_to_trusted"
+            # trusted monitoring's usefulness does not depend on the budget: one column
+            u_budgets = shown[-1:] if proto == "trusted_monitoring" else shown
+            u_heads = ["usefulness"] if proto == "trusted_monitoring" else [f"usefulness @{_pct(b)}" for b in shown]
             L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
-                  + " | " + " | ".join(f"usefulness @{_pct(b)}" for b in shown) + " | safety (control-arena) @1% |"
+                  + " | " + " | ".join(u_heads) + " | safety (control-arena) @1% |"
                   + (" normalised usefulness @1% |" if norm else ""),
-                  "|---|---|" + "---|" * (2 * len(shown) + 1 + norm)]
+                  "|---|---|" + "---|" * (len(shown) + len(u_budgets) + 1 + norm)]
             one_pct = _nearest(np.asarray(shown), [0.01])[0]
             groups = dict(list(p.groupby(["monitor", "inputs"], sort=True)))
             for mon, inp in sorted(groups, key=lambda k: (k[0], _SUBSET_ORDER.get(k[1], 99), k[1])):
                 c = groups[(mon, inp)].set_index("audit_budget")
                 one = c["safety_control_arena"].get(one_pct, math.nan)
                 L.append(f"| {mon} | {inp} | " + " | ".join(_cell(c.loc[b], "safety") for b in shown) + " | "
-                         + " | ".join(_cell(c.loc[b], "usefulness") for b in shown) + f" | {_f(one)} |"
+                         + " | ".join(_cell(c.loc[b], "usefulness") for b in u_budgets) + f" | {_f(one)} |"
                          + (f" {_f(c['usefulness_normalised'].get(one_pct, math.nan))} |" if norm else ""))
             L.append("")
     return "\n".join(L)
