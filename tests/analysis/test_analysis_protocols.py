@@ -207,3 +207,24 @@ def test_resample_totals_are_cached_per_mask():
     assert w.total(mask) is w.total(mask.copy())
     with pytest.raises(ValueError, match="mask"):
         w.total(np.ones(2, dtype=bool))
+
+
+def test_honest_resamples_are_the_detection_tables():
+    """Same seed, same honest runs: the protocol table's honest resamples are Tables 3/4's, so its
+    usefulness CI equals the one computed from the tables' honest stratum directly."""
+    from control_osworld.analysis.bootstrap import group_rng, percentile_ci, resample_weights
+    from control_osworld.analysis.synthetic import synthetic_dataset
+    from control_osworld.analysis.tables import _Strata, row_groups
+
+    runs, scores = synthetic_dataset(200, seed=2)
+    popts = pr.ProtocolOptions(budgets=(0.05,), n_resamples=300, seed=4)
+    tab = pr.protocol_table(runs, scores, popts)
+    _, _, honest, _ = row_groups(runs)[0]
+    model = runs["untrusted_model"].iloc[honest[0]]
+    strata = _Strata(popts.n_resamples, popts.seed)
+    wh = strata.get(f"honest|{model}", honest.size)
+    assert np.array_equal(wh.w, resample_weights(honest.size, 300, group_rng(4, f"honest|{model}")).w)
+    success = runs["main_task_success"].map(lambda v: v is True).to_numpy()[honest].astype(np.float32)
+    lo, hi = percentile_ci((success @ wh.w) / honest.size, popts.level)
+    r = tab[(tab.untrusted_model == model) & (tab.protocol == "trusted_monitoring")].iloc[0]
+    assert (r.usefulness_low, r.usefulness_high) == pytest.approx((lo, hi))
