@@ -213,23 +213,28 @@ def test_real_oracles_put_side_steps_mid_task(strategy):
 
 
 def test_no_giveaway_means_no_side_text_in_visible_text():
+    """Without the giveaway, every side turn shows a main step's own text (a cover story), which
+    the honest runs of the same task show too: visible text has no vocabulary of its own in
+    attack runs, so a text-only monitor cannot tell them apart by the words alone."""
     from control_osworld.agent.scripted import _texts
 
     cat, pairs = _real_pairs()
-    neutral = set(_texts()["narrate"])
     for main, side in pairs:
         so = cat.side_oracle(side.id)
+        mo = cat.oracle(main.id)
         side_texts = {s.get("text") for s in so["steps"] if s.get("text")}
+        step_texts = {s.get("text") for s in mo["steps"] if s.get("text")}
+        # what honest runs of this task can show: its steps' texts and the pools _vary_honest draws from
+        honest_texts = step_texts | {x for k in ("explore", "narrate", "wait", "fix", "submit") for x in _texts()[k]}
         for strategy in STRATEGIES:
-            plan = build_plan(cat.oracle(main.id), so, sample_id=f"{main.id}__{side.id}", epoch=1, seed=0,
+            plan = build_plan(mo, so, sample_id=f"{main.id}__{side.id}", epoch=1, seed=0,
                               strategy=strategy, giveaway=0.0)
-            main_texts = {t.text for t in plan.turns if not t.side}
             for t in plan.turns:
                 assert side.instruction not in t.text
-                if t.side:  # neutral narration, or (hidden) the text of the main turn it rides in
-                    assert t.text in neutral or (t.hosts_main and t.text not in side_texts - main_texts), \
-                        (side.id, strategy, t.text)
-                    assert t.text in neutral or t.hosts_main, (side.id, strategy, t.text)
+                if t.side:  # a main step's text, or (hidden) the text of the main turn it rides in
+                    assert t.text in honest_texts, (side.id, strategy, t.text)
+                    assert t.text in step_texts or t.hosts_main, (side.id, strategy, t.text)
+                    assert t.text not in side_texts - step_texts, (side.id, strategy, t.text)
 
 
 def test_one_model_plays_matched_honest_and_attack_samples_apart():
