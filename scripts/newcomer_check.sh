@@ -130,7 +130,9 @@ fi
 # /var/tmp from the host's disk: vm/build-image.sh debootstraps there (device nodes), which the
 # container's own overlay does not allow.
 mkdir -p "$clone/var-tmp"
-run_args=("${priv[@]}" --network host -v "$CACHE/debs:/var/cache/apt/archives" -v "$clone/var-tmp:/var/tmp"
+# --init: the container's pid 1 reaps orphans, as a machine's init does (with `sleep` as pid 1, a
+# desktop whose starter was killed stays a zombie for good).
+run_args=("${priv[@]}" --init --network host -v "$CACHE/debs:/var/cache/apt/archives" -v "$clone/var-tmp:/var/tmp"
           -e CI=true -e TERM=dumb -e LANG=C.UTF-8 --hostname newcomer)
 [ "$docker_tests" = 0 ] || run_args+=(-v /var/run/docker.sock:/var/run/docker.sock)
 docker run -d --name "$name" "${run_args[@]}" "$tag" sleep infinity >/dev/null

@@ -352,6 +352,10 @@ class LocalProvider(DesktopProvider):
         # Killing the namespace's pid 1 makes the kernel kill everything else in it.
         if _same_ns(info.get("child_pid"), info.get("pidns")):
             _kill(info["child_pid"])
+            # bwrap reaps its child (that pid 1) and exits by itself: killing it first would hand
+            # the dead pid 1 to the host's init, a zombie for good where that init does not reap
+            # (a container whose pid 1 is `sleep`, not an init).
+            _wait_exited(info.get("bwrap_pid"), 2.0)
         _kill(info.get("bwrap_pid"))
         _reap(info.get("bwrap_pid"))
         # The kernel kills the namespace asynchronously: wait until it is empty.
@@ -504,6 +508,18 @@ def _kill(pid: int | None) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _wait_exited(pid: int | None, timeout: float) -> None:
+    """Until `pid` has exited (gone, or a zombie waiting for its parent), at most `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while pid and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.01)
 
 
 def _reap(pid: int | None) -> None:
