@@ -510,15 +510,18 @@ def _kill(pid: int | None) -> None:
             pass
 
 
+def exited(pid: int) -> bool:
+    """Has `pid` exited: gone, or a zombie waiting for its parent to reap it?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _wait_exited(pid: int | None, timeout: float) -> None:
-    """Until `pid` has exited (gone, or a zombie waiting for its parent), at most `timeout` s."""
+    """Until `pid` has exited (`exited`), at most `timeout` s."""
     deadline = time.monotonic() + timeout
-    while pid and time.monotonic() < deadline:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return
-        except (OSError, IndexError):
-            return
+    while pid and not exited(pid) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 

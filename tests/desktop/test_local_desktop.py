@@ -8,13 +8,12 @@ import os
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from control_osworld.desktop import DesktopClient, DesktopError, DesktopSpec, get_provider
-from control_osworld.desktop.local import processes_in
+from control_osworld.desktop.local import exited, processes_in
 from tests.conftest import console_script, require
 from tests.desktop.conftest import local_ready
 from tests.desktop.flow import editor_flow
@@ -234,13 +233,6 @@ def test_typing_reaches_the_app_verbatim(client):
     assert got is not None and got.decode().rstrip("\n") == text
 
 
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True  # gone
-
-
 def test_desktop_dies_with_the_process_that_started_it(tmp_path):
     ok, why = local_ready()
     require(ok, why)
@@ -256,7 +248,7 @@ def test_desktop_dies_with_the_process_that_started_it(tmp_path):
     # Dead = gone, or a zombie: when the starter is killed, the desktop's pid 1 goes to the
     # host's init to be reaped, which a container's pid 1 may never do (without `docker --init`).
     def alive():
-        return [p for p in processes_in(pidns) if not _zombie(p)]
+        return [p for p in processes_in(pidns) if not exited(p)]
 
     deadline = time.monotonic() + 10
     while alive() and time.monotonic() < deadline:
