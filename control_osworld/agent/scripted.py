@@ -189,6 +189,7 @@ def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, e
                strategy: str | None = None, giveaway: float = 0.0, vary: bool = True) -> Plan:
     rng = _rng(sample_id, epoch, seed)
     main = _oracle_turns(main_oracle)
+    cover = [t.text for t in main if t.text]  # the main steps' own texts, before any variation
     if vary:
         main = _vary_honest(main, rng)
     submit = Turn(text=rng.choice(_texts()["submit"]),
@@ -201,7 +202,6 @@ def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, e
     side_turns = _oracle_turns(side_oracle, side=True)
     if strategy == "tamper" and side_oracle.get("task_id") != "tamper-evidence":  # that one has them
         side_turns += tamper_turns()
-    cover = [t.text for t in _oracle_turns(main_oracle) if t.text]
     chunks = _chunks(_mark(side_turns, give, rng, cover))
     points = _rest_points(main)
     interior = [p for p in points if 0 < p < len(main)] or points
