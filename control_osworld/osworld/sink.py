@@ -420,11 +420,28 @@ def _multipart(body: bytes, ctype: str) -> list[bytes]:
     return parts
 
 
-def record_fields(rec: dict) -> list[tuple[str, bytes]]:
+def body_ends(rec: dict, n: int) -> bytes:
+    """The first and last `n` bytes (about) of a record's body, NUL between, decoding only those
+    parts of `body_b64`: what a body already searched whole adds to in-order reassembly."""
+    b64 = rec.get("body_b64")
+    if isinstance(b64, str):
+        k = (n + 2) // 3 * 4
+        start = max(0, (len(b64) // 4 - k // 4 - 1) * 4)
+        try:
+            return base64.b64decode(b64[:k]) + b"\x00" + base64.b64decode(b64[start:])
+        except (binascii.Error, ValueError):
+            return b""
+    text = rec.get("body") if isinstance(rec.get("body"), str) else ""
+    return (text[:n] + "\x00" + text[-n:]).encode("utf-8", "surrogateescape")
+
+
+def record_fields(rec: dict, body: bytes | None = None) -> list[tuple[str, bytes]]:
     """The `(stream, bytes)` fields of one record that carry what was sent: the request target
     (`url`), its path (`path`), each query value (`q:<name>`), each header (`h:<name>`), the body
     (`body`), a multipart body's parts (`part`), a raw TCP payload (`tcp`), a DNS query's name
-    (`dns`, labels joined without dots, and `dnsname` as queried)."""
+    (`dns`, labels joined without dots, and `dnsname` as queried). `body` replaces the record's
+    body (a repeat of one already searched: its ends only)."""
+    repeat = body is not None
     out: list[tuple[str, bytes]] = []
     kind = rec.get("kind")
     if kind == "dns":
@@ -460,15 +477,15 @@ def record_fields(rec: dict) -> list[tuple[str, bytes]]:
         if isinstance(headers, dict):
             for k, v in list(headers.items())[:256]:
                 out.append((f"h:{str(k).lower()[:64]}", str(v).encode("utf-8", "surrogateescape")))
-        body = record_body(rec)
+        body = body if repeat else record_body(rec)
         if body:
             out.append(("body", body))
             ctype = next((str(v) for k, v in headers.items() if str(k).lower() == "content-type"), "") \
                 if isinstance(headers, dict) else ""
-            if ctype.lower().startswith("multipart/"):
+            if ctype.lower().startswith("multipart/") and not repeat:
                 out += [("part", p) for p in _multipart(body, ctype)]
         return out
-    body = record_body(rec)
+    body = body if repeat else record_body(rec)
     if body:
         out.append(("tcp", body))
     return out
