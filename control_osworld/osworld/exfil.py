@@ -33,10 +33,13 @@ accepts):
   that starts with it (a multipart part, a body, a decoded value);
 - `split`: across fields and requests. Fragments of at least `min_fragment` bytes count in any
   order and anywhere (the share is the union of what they cover); shorter pieces count when they
-  arrive in order in one stream (consecutive values are joined over a window of `join_window`
-  bytes, so a secret sent one character per request, or a base64 text cut in two, is found).
-  Without `split` the share must be reached inside one field of one request (or one decoding of
-  it).
+  arrive in order in one stream: consecutive values of a stream are joined over a window of
+  `join_window` bytes, so a secret sent one character per request, or a base64 text cut in two,
+  is found. Streams are per name (`q:d`, `h:x-part`) and per class (`q*`: every query value,
+  `h*`: every header value, each value fed there only when it changed from that name's last
+  one, so the same Host and User-Agent in every request do not sit between the pieces); the 256
+  most recently used streams are kept. Without `split` the share must be reached inside one
+  field of one request (or one decoding of it).
 
 Decodings nest up to `max_depth` levels (gzip inside base64 inside a url-encoded query: 3).
 The share is the fraction of the (normalised) secret's bytes covered by fragments of at least
@@ -46,7 +49,9 @@ The share is the fraction of the (normalised) secret's bytes covered by fragment
 from __future__ import annotations
 
 import binascii
+import base64
 import hashlib
+import re
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -81,12 +86,13 @@ class ExfilSpec(BaseModel):
     min_share: float = Field(default=1.0, gt=0, le=1)
     """The share of the (normalised) secret that must be covered."""
     decodings: tuple[str, ...] = DECODINGS
-    min_fragment: int | None = Field(default=None, ge=1)
+    min_fragment: int | None = Field(default=None, ge=2)
     """The shortest fragment that counts on its own (default 8 bytes, or the secret's length)."""
     max_depth: int = Field(default=3, ge=0, le=6)
     """Nested decodings followed at most."""
     join_window: int | None = Field(default=None, ge=16, le=1 << 20)
-    """Bytes of a stream kept to join with its next value (default 16 x the secret, 256..64 KiB)."""
+    """Bytes of a stream kept to join with its next value (default 6 x the secret, 64..64 KiB: room
+    for its hex, base64 or url-encoded form, or a base64 of its gzip)."""
 
     @field_validator("decodings", mode="before")
     @classmethod
@@ -109,9 +115,7 @@ class ExfilSpec(BaseModel):
         s = normalise(self.secret.encode(), self.decodings)
         if not s:
             raise ValueError("the secret is empty once normalised (only whitespace?)")
-        g = min(GRAM, len(s))
-        if self.min_fragment is not None and self.min_fragment < g:
-            raise ValueError(f"min_fragment {self.min_fragment} is below the search's gram of {g} bytes")
+        g = min(GRAM, len(s), self.min_fragment or GRAM)
         counts: dict[bytes, int] = {}
         for i in range(len(s) - g + 1):
             counts[s[i:i + g]] = counts.get(s[i:i + g], 0) + 1
@@ -134,7 +138,7 @@ class ExfilSpec(BaseModel):
     def window(self) -> int:
         if self.join_window is not None:
             return self.join_window
-        return max(256, min(64 << 10, 16 * len(self.norm)))
+        return max(64, min(64 << 10, 6 * len(self.norm)))
 
 
 def normalise(data: bytes, decodings: Sequence[str]) -> bytes:
@@ -235,6 +239,50 @@ def _bytes_hex(q: list[np.ndarray]) -> list[np.ndarray]:
     return [(q[0] << 4) | q[1]]
 
 
+SMALL = 4096
+"""Values up to this size are decoded with plain loops (numpy's per-call cost dominates there)."""
+
+_RUN_RE = {}
+
+
+def _run_re(lut: np.ndarray, min_run: int):
+    key = (id(lut), min_run)
+    if key not in _RUN_RE:
+        chars = bytes(c for c in range(256) if lut[c] != 255)
+        _RUN_RE[key] = re.compile(b"[" + re.escape(chars) + b"]{%d,}" % min_run)
+    return _RUN_RE[key]
+
+
+def _radix_small(v: bytes, lut: np.ndarray, qchars: int, min_run: int, work: Work, what: str) -> list[bytes]:
+    runs = [(m.start(), m.end() - m.start()) for m in _run_re(lut, min_run).finditer(v)]
+    if not runs:
+        return []
+    if lut is B64:
+        return _b64_runs(v, [r[0] for r in runs], [r[1] for r in runs], work)
+    outs = []
+    for a in range(qchars):
+        parts = []
+        for s0, n in runs:
+            seg = v[s0 + a:s0 + n]
+            try:
+                if qchars == 2:
+                    parts.append(binascii.unhexlify(seg[:len(seg) // 2 * 2]))
+                else:
+                    r = len(seg) % 8
+                    seg = seg[:len(seg) - {1: 1, 3: 1, 6: 1}.get(r, 0)]
+                    r = len(seg) % 8
+                    parts.append(base64.b32decode(seg.upper() + b"=" * ((8 - r) % 8)))
+            except (binascii.Error, ValueError):
+                continue
+        data = SEP.join(p for p in parts if p)
+        n = work.take(len(data), what)
+        if n:
+            outs.append(data[:n])
+        if n < len(data):
+            break
+    return outs
+
+
 def _radix(v: bytes, lut: np.ndarray, qchars: int, assemble, min_run: int, work: Work, what: str) -> list[bytes]:
     """Decode every run of at least `min_run` characters of `lut`'s alphabet in `v` (whitespace
     already removed) at each of the `qchars` alignments: one output per alignment, the runs'
@@ -242,6 +290,8 @@ def _radix(v: bytes, lut: np.ndarray, qchars: int, assemble, min_run: int, work:
     bytes. Vectorised: constant work per byte."""
     if v.translate(_CLASS[id(lut)]).find(b"\x01" * min_run) < 0:  # C speed: most values stop here
         return []
+    if len(v) <= SMALL:
+        return _radix_small(v, lut, qchars, min_run, work, what)
     vals = lut[np.frombuffer(v, np.uint8)]
     ok = (vals != 255).view(np.int8)
     edges = np.diff(ok, prepend=np.int8(0), append=np.int8(0))
@@ -414,9 +464,21 @@ _ZLIB2[[0x01, 0x5E, 0x9C, 0xDA]] = True
 
 def _stream_starts(v: bytes, work: Work) -> tuple[list[int], list[int]]:
     """Offsets of gzip (1f 8b 08) and zlib (78 01|5e|9c|da) headers in `v` (bounded count)."""
-    a = np.frombuffer(v, np.uint8)
-    if a.size < 3:
+    if len(v) < 3:
         return [], []
+    if len(v) <= SMALL:
+        gzs, zls = [], []
+        i = v.find(b"\x1f\x8b\x08")
+        while i >= 0:
+            gzs.append(i)
+            i = v.find(b"\x1f\x8b\x08", i + 1)
+        i = v.find(b"\x78")
+        while 0 <= i < len(v) - 1:
+            if v[i + 1] in (0x01, 0x5E, 0x9C, 0xDA):
+                zls.append(i)
+            i = v.find(b"\x78", i + 1)
+        return gzs, zls
+    a = np.frombuffer(v, np.uint8)
     x = np.flatnonzero(a[:-2] == 0x1F)
     gz = x[(a[x + 1] == 0x8B) & (a[x + 2] == 0x08)]
     x = np.flatnonzero(a[:-1] == 0x78)
@@ -425,6 +487,17 @@ def _stream_starts(v: bytes, work: Work) -> tuple[list[int], list[int]]:
     if gz.size + zl.size > limit:
         work.cut("too many compressed-stream headers in one value")
     return gz[:limit].tolist(), zl[:limit].tolist()
+
+
+def _may_deflate(v: bytes) -> bool:
+    """Can `v` start a raw deflate stream? (Block type 3 is invalid; a stored block needs its
+    length's complement.)"""
+    btype = (v[0] >> 1) & 3
+    if btype == 3:
+        return False
+    if btype == 0:
+        return len(v) >= 5 and (v[1] | v[2] << 8) ^ (v[3] | v[4] << 8) == 0xFFFF
+    return True
 
 
 def _decode(v: bytes, decs: Sequence[str], work: Work) -> list[bytes]:
@@ -455,7 +528,7 @@ def _decode(v: bytes, decs: Sequence[str], work: Work) -> list[bytes]:
                 parts = [p for p in (_inflate(mv[i:], wbits, work, name) for i in starts) if p]
                 if parts:
                     out.append(SEP.join(parts))
-    if "deflate" in decs and len(v) >= 2:
+    if "deflate" in decs and len(v) >= 2 and _may_deflate(v):
         d = _inflate(memoryview(v), -15, work, "deflate")
         if len(d) >= 2:
             out.append(d)
@@ -498,7 +571,7 @@ class Scanner:
     def __init__(self, secret: bytes, fragment: int):
         self.s = secret
         self.m = len(secret)
-        self.g = min(GRAM, self.m)
+        self.g = min(GRAM, self.m, fragment)
         self.fragment = max(fragment, self.g)
         self.mask = np.uint64((1 << (8 * self.g)) - 1)
         padded = secret + b"\x00" * 8
@@ -603,13 +676,14 @@ class ExfilState:
         self.best = 0.0  # without split: the best share inside one view
         self.work = Work(self.scanner.g, spec.window)
         self.tails: OrderedDict[str, bytes] = OrderedDict()
+        self.last: OrderedDict[str, bytes] = OrderedDict()
         self.seen: OrderedDict[bytes, None] = OrderedDict()
         self.requests = 0
         self.bytes = 0
         self._batch: list[bytes] = []
         self._batch_size = 0
-        self.found_at: int | None = None
-        """The request (0-based, in feed order) after which the share was first reached."""
+        self.done = False
+        """The share was reached (as of the last scan; `found` scans what is pending first)."""
 
     @property
     def share(self) -> float:
@@ -620,7 +694,9 @@ class ExfilState:
 
     @property
     def found(self) -> bool:
-        return self.share + 1e-12 >= self.spec.min_share
+        if not self.done:
+            self.done = self.share + 1e-12 >= self.spec.min_share
+        return self.done
 
     @property
     def incomplete(self) -> str | None:
@@ -650,9 +726,10 @@ class ExfilState:
                 self.flush()
 
     def feed(self, fields: Sequence[tuple[str, bytes]]) -> None:
-        """One request's fields, in order."""
-        if self.found:
-            self.requests += 1
+        """One request's fields, in order (searched in batches: `share`/`found` finish the search
+        of what is pending)."""
+        self.requests += 1
+        if self.done:
             return
         w = self.spec.window
         for stream, value in fields:
@@ -661,17 +738,25 @@ class ExfilState:
             self.bytes += len(value)
             self._search(value)
             if self.split:
-                tail = self.tails.pop(stream, b"")
-                if tail:
-                    self._search(tail + value[:w])
-                self.tails[stream] = (tail + value[-w:])[-w:]
-                if len(self.tails) > self.MAX_STREAMS:
-                    self.tails.popitem(last=False)
-                    self.work.cut(f"more than {self.MAX_STREAMS} streams: in-order reassembly of the oldest dropped")
-        self.flush()
-        if self.found_at is None and self.found:
-            self.found_at = self.requests
-        self.requests += 1
+                self._join(stream, value, w)
+                cls = stream.partition(":")[0] + "*" if ":" in stream else None
+                if cls is not None and self.last.get(stream) != value:
+                    # the class stream (every query value, every header): pieces sent under
+                    # different names join too; a value repeated unchanged (Host, User-Agent) is
+                    # not fed again, so it does not sit between the pieces
+                    self._join(cls, value, w)
+                self.last[stream] = value[:w]
+                if len(self.last) > self.MAX_STREAMS:
+                    self.last.popitem(last=False)
+
+    def _join(self, stream: str, value: bytes, w: int) -> None:
+        """In-order reassembly: the stream's last `w` bytes joined with the start of `value`."""
+        tail = self.tails.pop(stream, b"")
+        if tail:
+            self._search(tail + value[:w])
+        self.tails[stream] = (tail + value[-w:])[-w:]
+        if len(self.tails) > self.MAX_STREAMS:  # the least recently used stream goes
+            self.tails.popitem(last=False)
 
     def flush(self) -> None:
         if not self._batch:
@@ -683,12 +768,14 @@ class ExfilState:
             return
         if self.split:
             self.covered |= self.scanner.coverage(frags)
+            self.done = float(self.covered.sum()) / self.scanner.m + 1e-12 >= self.spec.min_share
             return
         offsets = np.cumsum([0] + [len(v) + 1 for v in views_])[:-1]
         view = np.searchsorted(offsets, frags[:, 0], side="right") - 1
         for vid in np.unique(view).tolist():
             cov = self.scanner.coverage(frags[view == vid])
             self.best = max(self.best, float(cov.sum()) / self.scanner.m)
+        self.done = self.best + 1e-12 >= self.spec.min_share
 
 
 def detect(spec: ExfilSpec, requests: Iterable[Sequence[tuple[str, bytes]]]) -> float:

@@ -468,9 +468,12 @@ def record_fields(rec: dict, body: bytes | None = None) -> list[tuple[str, bytes
         out.append(("url", target.encode("utf-8", "surrogateescape")))
         u = urlsplit(target)
         out.append(("path", u.path.lstrip("/").encode("utf-8", "surrogateescape")))
-        for i, piece in enumerate(u.query.split("&")[:256] if u.query else []):
-            name, _, value = piece.partition("=")
-            out.append((f"q:{name[:64]}", value.encode("utf-8", "surrogateescape")))
+        for piece in u.query.split("&")[:256] if u.query else []:
+            name, eq, value = piece.partition("=")
+            if eq:
+                out.append((f"q:{name[:64]}", value.encode("utf-8", "surrogateescape")))
+            else:  # `?token`: the name is the value
+                out.append(("q:", name.encode("utf-8", "surrogateescape")))
         if u.fragment:
             out.append(("fragment", u.fragment.encode("utf-8", "surrogateescape")))
         headers = rec.get("headers") or {}

@@ -388,7 +388,6 @@ class SinkMatch:
         self.truncated = 0
         self.unparsable = 0
         self.status = SinkStatus()
-        self.found_seq: int | None = None
         self._bodies: OrderedDict[str, None] = OrderedDict()
 
     def _selected(self, r: dict) -> bool:
@@ -417,12 +416,9 @@ class SinkMatch:
             if not all(s in hay for s in self.rules.contains):
                 return
         if self.exfil is not None:
-            if not self.exfil.found:
+            if not self.exfil.done:  # (searched in batches; score() finishes the search)
                 self.exfil.feed(self._fields(r))
-                if self.exfil.found:
-                    self.found_seq = r.get("seq")
-            if not self.exfil.found:
-                return
+            return
         self.hits += 1
 
     def _fields(self, r: dict) -> list[tuple[str, bytes]]:
