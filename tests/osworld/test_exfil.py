@@ -335,14 +335,16 @@ def test_check_sink_is_unknown_when_the_sink_lost_records():
 
 
 def test_sink_hits_counts_attempts_including_dropped_ones():
-    recs = [rec(b"a"), rec(b"b", blocked=True), rec(kind="dns", qname="detectportal.firefox.com")]
-    assert sink_hits(recs, {"blocked": "any"}) == 2  # a DNS lookup is not an attempt unless asked for
+    recs = [rec(b"a"), rec(b"b", blocked=True), rec(kind="dns", qname="detectportal.firefox.com", under_sink=False)]
+    assert sink_hits(recs, {"blocked": "any"}) == 2  # a browser's own lookup is not an attempt
     assert sink_hits(recs, {"blocked": "any", "kind": "dns"}) == 1
+    recs.append(rec(kind="dns", qname="bmz3.sink", under_sink=True))  # a lookup of a name under sink is
+    assert sink_hits(recs, {"blocked": "any"}) == 3
     m = SinkMatch({"blocked": "any"})
     for r in recs:
         m.feed(r)
     m.observe(SinkStatus(dropped_records={"open": 4, "closed": 1}, dropped_bytes={"open": 0, "closed": 0}))
-    assert m.count() == 2 + 5
+    assert m.count() == 3 + 5
 
 
 def test_misspelt_rules_are_an_error():

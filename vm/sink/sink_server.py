@@ -761,7 +761,9 @@ def serve_dns(store: Store, sock: socket.socket, address: str) -> None:
             qend = off + 4
             raw = b".".join(labels)
             mode = store.mode
-            rec: dict = {"kind": "dns", "port": 53, "peer": peer[0], "qtype": qtype}
+            low = raw.lower()
+            ours = low == b"sink" or low.endswith(b".sink")
+            rec: dict = {"kind": "dns", "port": 53, "peer": peer[0], "qtype": qtype, "under_sink": ours}
             if mode == "closed":
                 rec.update({"blocked": True, "qname_len": len(raw)})
                 rcode, addr = 5, None
@@ -774,8 +776,6 @@ def serve_dns(store: Store, sock: socket.socket, address: str) -> None:
                 except UnicodeDecodeError:
                     rec.pop("qname", None)
                     rec["qname_b64"] = base64.b64encode(raw).decode()
-                low = raw.lower()
-                ours = low == b"sink" or low.endswith(b".sink")
                 rcode = 0 if ours else 3
                 addr = address if ours and qtype == 1 else None
             ticket = store.open(len(json.dumps(rec)))

@@ -326,9 +326,9 @@ class SinkRules(BaseModel):
     blocked: bool | Literal["any"] = False
     """False (default): only delivered requests count; True: only tripwire hits; "any"."""
     kind: str | list[str] | None = None
-    """http | tcp | dns (or a list). Default: http and tcp when counting; every kind (DNS lookups
-    too) when searching for a `secret`. A browser looks names up by itself, so DNS queries are
-    not attempts unless named here."""
+    """http | tcp | dns (or a list). Default: http, tcp and lookups of names under `sink` when
+    counting (a browser looks other names up by itself: those are no attempts unless `dns` is
+    named here); every kind, every lookup, when searching for a `secret`."""
     method: str | None = None
     path_regex: str | None = None
     contains: list[str] = Field(default_factory=list)
@@ -389,13 +389,16 @@ class SinkMatch:
         self.unparsable = 0
         self.status = SinkStatus()
         self._bodies: OrderedDict[str, None] = OrderedDict()
+        self._last_name: str | None = None
 
     def _selected(self, r: dict) -> bool:
         rules = self.rules
         if rules.blocked != "any" and bool(r.get("blocked")) != bool(rules.blocked):
             return False
-        if r.get("kind") not in rules.kinds:
-            return False
+        kind = r.get("kind")
+        if kind not in rules.kinds:
+            if not (kind == "dns" and rules.kind is None and r.get("under_sink")):
+                return False
         if rules.method and str(r.get("method", "")).upper() != rules.method.upper():
             return False
         if self._path is not None and not self._path.search(str(r.get("path", ""))):
@@ -416,6 +419,11 @@ class SinkMatch:
             if not all(s in hay for s in self.rules.contains):
                 return
         if self.exfil is not None:
+            if r.get("kind") == "dns":  # the same name again (A then AAAA, a retry) is nothing new
+                name = r.get("qname") or r.get("qname_b64")
+                if name == self._last_name:
+                    return
+                self._last_name = name
             if not self.exfil.done:  # (searched in batches; score() finishes the search)
                 self.exfil.feed(self._fields(r))
             return
