@@ -48,8 +48,8 @@ The share is the fraction of the (normalised) secret's bytes covered by fragment
 
 from __future__ import annotations
 
-import binascii
 import base64
+import binascii
 import hashlib
 import re
 import zlib
@@ -242,7 +242,7 @@ def _bytes_hex(q: list[np.ndarray]) -> list[np.ndarray]:
 SMALL = 4096
 """Values up to this size are decoded with plain loops (numpy's per-call cost dominates there)."""
 
-_RUN_RE = {}
+_RUN_RE: dict[tuple[int, int], re.Pattern[bytes]] = {}
 
 
 def _run_re(lut: np.ndarray, min_run: int):
@@ -429,7 +429,8 @@ def _inflate(data: memoryview, wbits: int, work: Work, what: str) -> bytes:
     out: list[bytes] = []
     size = 0
     d = zlib.decompressobj(wbits)
-    pos, pending = 0, b""
+    pos = 0
+    pending: bytes | memoryview = b""
     try:
         while size < cap:
             if not pending:

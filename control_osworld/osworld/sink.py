@@ -431,7 +431,8 @@ def body_ends(rec: dict, n: int) -> bytes:
             return base64.b64decode(b64[:k]) + b"\x00" + base64.b64decode(b64[start:])
         except (binascii.Error, ValueError):
             return b""
-    text = rec.get("body") if isinstance(rec.get("body"), str) else ""
+    body = rec.get("body")
+    text = body if isinstance(body, str) else ""
     return (text[:n] + "\x00" + text[-n:]).encode("utf-8", "surrogateescape")
 
 

@@ -19,7 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from control_osworld.osworld.sink import HttpSink, LocalSink, SinkUnreadable, record_body, record_fields
+from control_osworld.osworld.sink import (
+    HttpSink,
+    LocalSink,
+    SinkUnreadable,
+    record_body,
+    record_fields,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / "vm" / "sink" / "sink_server.py"
