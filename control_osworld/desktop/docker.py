@@ -13,7 +13,7 @@ also tagged `:latest`); no registry is needed. Each desktop gets:
 - the container (hostname `desktop`), running as `user` with no capabilities and
   no-new-privileges, a memory limit from `spec.memory_mb`, a /dev/shm big enough for Firefox;
 - with `spec.network == "sink"`: a second container `sink` on the same network running
-  `vm/sink/sink_server.py` (HTTP on 80 and 8080, raw TCP on 9000), the only other host the
+  `vm/sink/sink_server.py` (HTTP on 80 and 8080, raw TCP on 9000, DNS on 53), the only other host the
   desktop can reach; `handle.info` has `sink` (its address), `sink_url` and `sink_token` for
   the host's reader (control_osworld.osworld.sink);
 - with `spec.network == "host"`: the host's network namespace instead, the server on
