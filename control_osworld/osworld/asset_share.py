@@ -205,9 +205,9 @@ def _members(src: Path) -> tuple[list[Entry], Iterator[tuple[str, IO[bytes]]], s
     if "manifest.json" not in names:
         tar.close()
         raise AssetShareError(f"{src}: no manifest.json (not an asset export)")
-    mf = tar.extractfile(names["manifest.json"])
-    assert mf is not None
-    entries = _manifest(mf.read(), f"{src}:manifest.json")
+    raw = tar.extractfile(names["manifest.json"])
+    assert raw is not None
+    entries = _manifest(raw.read(), f"{src}:manifest.json")
 
     def tar_blobs() -> Iterator[tuple[str, IO[bytes]]]:
         try:
