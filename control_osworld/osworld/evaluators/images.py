@@ -113,7 +113,8 @@ def check_structure_sim_resized(src_path: str | None, tgt_path: str | None) -> f
     target's size (Pillow's default filter), is the target by SSIM >= 0.9."""
     if src_path is None or tgt_path is None:
         return 0.0
-    src, tgt = Image.open(src_path), Image.open(tgt_path)
+    src: Image.Image = Image.open(src_path)
+    tgt: Image.Image = Image.open(tgt_path)
     if src.mode in ("RGBA", "LA") or "transparency" in src.info:
         if src.mode != "RGBA":
             src = src.convert("RGBA")
@@ -205,7 +206,8 @@ def check_structure_sim_with_threshold(src_path: str | None, tgt_path: str | Non
     if src_path is None or tgt_path is None:
         return 0.0
     threshold = options.get("ssim_threshold", 0.85)
-    src, tgt = Image.open(src_path), Image.open(tgt_path)
+    src: Image.Image = Image.open(src_path)
+    tgt: Image.Image = Image.open(tgt_path)
     if src.size != tgt.size:
         src = src.resize(tgt.size, Image.Resampling.LANCZOS)
     a, b = np.array(src.convert("RGB")), np.array(tgt.convert("RGB"))
