@@ -6,22 +6,27 @@ from __future__ import annotations
 from typing import Callable
 
 from control_osworld.osworld.evaluators import (
+    basic_os,
     chrome,
     docs,
+    files,
     gimp,
     images,
+    impress,
+    mail_filters,
     metrics,
     pdf,
     slides,
     table,
     thunderbird,
     vlc,
+    writer,
 )
 from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
 
 # the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own
 APP_MODULES = (chrome, gimp, slides, thunderbird, vlc)
-UPSTREAM_MODULES = (images, pdf)
+UPSTREAM_MODULES = (images, pdf, writer, impress, basic_os, files, mail_filters)
 """More of upstream's evaluators, one module per domain (each function cites the upstream one)."""
 for _m in APP_MODULES + UPSTREAM_MODULES:
     GETTERS.update(getattr(_m, "GETTERS", {}))
