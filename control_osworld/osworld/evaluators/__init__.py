@@ -21,13 +21,15 @@ from control_osworld.osworld.evaluators import (
     table,
     thunderbird,
     vlc,
+    vlc_more,
     writer,
 )
 from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
 
 # the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own
 APP_MODULES = (chrome, gimp, slides, thunderbird, vlc)
-UPSTREAM_MODULES = (images, pdf, writer, impress, basic_os, files, mail_filters, chrome_prefs)
+UPSTREAM_MODULES = (images, pdf, writer, impress, basic_os, files, mail_filters, chrome_prefs,
+                    vlc_more)
 """More of upstream's evaluators, one module per domain (each function cites the upstream one)."""
 for _m in APP_MODULES + UPSTREAM_MODULES:
     GETTERS.update(getattr(_m, "GETTERS", {}))

@@ -163,3 +163,35 @@ def test_thunderbird_filter(tmp_path):
     (tmp_path / "empty.dat").write_text("")
     assert mail_filters.check_thunderbird_filter(str(tmp_path / "empty.dat"), {"expect": [want]}) == 0
     assert mail_filters.check_thunderbird_filter(str(tmp_path / "empty.dat"), {"expect": []}) == 1
+
+
+def test_vlc_more(tmp_path):
+    import asyncio
+
+    from control_osworld.osworld.evaluators import EvalContext, vlc_more
+    from tests.osworld.fakes import FakeClient
+
+    rc = tmp_path / "vlcrc"
+    rc.write_text("[qt]\n#qt-slider-colours=153;210;153;20;210;20;255;199;15;245;39;29\n"
+                  "qt-slider-colours=10;10;10;20;20;20;0;0;0;99;99;99\n[core]\n#play-and-exit=0\nplay-and-exit=1\n")
+    assert vlc_more.check_qt_slider_colours(str(rc), {"type": "blackish"}) == 1
+    assert vlc_more.check_qt_slider_colours(str(rc), {"type": "match",
+                                                      "expected_qt_slider_colours": "10;10;10;20;20;20;0;0;0;99;99;99"}) == 1
+    assert vlc_more.check_play_and_exit(str(rc), {"expected_play_and_exit": 1}) == 1
+    assert vlc_more.check_play_and_exit(str(rc), {"expected_play_and_exit": 0}) == 0
+    default = tmp_path / "default"
+    default.write_text("[qt]\n")
+    assert vlc_more.check_qt_slider_colours(str(default), {"type": "blackish"}) == 0  # the default is colourful
+    assert vlc_more.check_play_and_exit(str(default), {"expected_play_and_exit": 0}) == 1  # absent: 0
+    bad = tmp_path / "bad"
+    bad.write_text("qt-slider-colours=red\n")
+    assert vlc_more.check_qt_slider_colours(str(bad), {"type": "blackish"}) == 0
+
+    def run(cmd, sh):
+        t = cmd[-1]
+        return {"output": "vlc.desktop\n" if t in ("video/mp4", "video/webm", "video/x-matroska") else
+                ("mpv.desktop\n" if t == "video/avi" else "")}
+    ctx = EvalContext(client=FakeClient(run=run), cache_dir=tmp_path)
+    assert asyncio.run(vlc_more.default_video_player(ctx, {})) == "vlc.desktop\n"
+    ctx2 = EvalContext(client=FakeClient(run=lambda c, s: {"output": ""}), cache_dir=tmp_path)
+    assert asyncio.run(vlc_more.default_video_player(ctx2, {})) == "unknown"
