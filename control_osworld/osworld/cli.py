@@ -265,13 +265,23 @@ def verify_assets_cmd() -> None:
 
 @tasks_group.command("coverage")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
-def coverage_cmd(path) -> None:
+@click.option("--records", "records_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write one JSON line per task: status, blocking reasons, and for the tasks that run "
+                   "here which evaluator functions they use, each ours-exact or ours-approximate (and how).")
+def coverage_cmd(path, records_file) -> None:
     """Per domain (sub-folder) of the task set at PATH (e.g. upstream OSWorld's
     evaluation_examples/examples): files, how many load, are runnable offline now, need only
-    cached assets, need an app / evaluator / the live web we lack (and which). A table, then
-    one JSON line."""
+    cached assets, need an app / evaluator / the live web we lack (and which), and of the tasks
+    that run here how many score with ours-exact functions only, with an ours-approximate one,
+    with an agent-shaped verdict. A table, then one JSON line."""
     from control_osworld.osworld.coverage import coverage, summary_json, table
 
     rows = coverage(path)
+    if records_file:
+        from control_osworld.osworld.coverage import records
+
+        with open(records_file, "w") as f:
+            for rec in records(path):
+                f.write(json.dumps(rec) + "\n")
     click.echo(table(rows))
     click.echo(summary_json(rows))

@@ -12,22 +12,14 @@ import os
 import numpy as np
 from PIL import Image, ImageStat
 
-from control_osworld.osworld.evaluators.gimp import ssim
+from control_osworld.osworld.evaluators.gimp import ssim, structure_same
 
 log = logging.getLogger(__name__)
 
 
 def structure_check_by_ssim(img1: Image.Image, img2: Image.Image, threshold: float = 0.9) -> bool:
-    """Follows metrics/gimp.py:structure_check_by_ssim: both images converted to RGB; False
-    when either side is under 7 pixels or the sizes differ; else SSIM (7x7 window, per channel,
-    the mean) >= threshold."""
-    if min(img1.width, img1.height, img2.width, img2.height) < 7:
-        return False
-    a = np.array(img1 if img1.mode == "RGB" else img1.convert("RGB"))
-    b = np.array(img2 if img2.mode == "RGB" else img2.convert("RGB"))
-    if a.shape != b.shape:
-        return False
-    return ssim(a, b, win_size=7) >= threshold
+    """Follows metrics/gimp.py:structure_check_by_ssim (`gimp.structure_same`)."""
+    return structure_same(img1, img2, threshold)
 
 
 def structure_check_by_mse(img1: Image.Image, img2: Image.Image, threshold: float = 0.03) -> bool:
