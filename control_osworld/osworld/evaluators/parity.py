@@ -14,7 +14,7 @@ are checked per task by `unsupported_options`: the loader marks such a task unsu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Kind = Literal["exact", "approximate", "ours", "unreviewed"]
