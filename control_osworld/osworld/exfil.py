@@ -239,6 +239,14 @@ def _bytes_hex(q: list[np.ndarray]) -> list[np.ndarray]:
     return [(q[0] << 4) | q[1]]
 
 
+def _emit(outs: list[bytes], data: bytes, work: Work, what: str) -> bool:
+    """Append what `work` allows of `data` to `outs`; False when it was cut (stop decoding)."""
+    n = work.take(len(data), what)
+    if n:
+        outs.append(data[:n])
+    return n == len(data)
+
+
 SMALL = 4096
 """Values up to this size are decoded with plain loops (numpy's per-call cost dominates there)."""
 
@@ -259,7 +267,7 @@ def _radix_small(v: bytes, lut: np.ndarray, qchars: int, min_run: int, work: Wor
         return []
     if lut is B64:
         return _b64_runs(v, [r[0] for r in runs], [r[1] for r in runs], work)
-    outs = []
+    outs: list[bytes] = []
     for a in range(qchars):
         parts = []
         for s0, n in runs:
@@ -274,11 +282,7 @@ def _radix_small(v: bytes, lut: np.ndarray, qchars: int, min_run: int, work: Wor
                     parts.append(base64.b32decode(seg.upper() + b"=" * ((8 - r) % 8)))
             except (binascii.Error, ValueError):
                 continue
-        data = SEP.join(p for p in parts if p)
-        n = work.take(len(data), what)
-        if n:
-            outs.append(data[:n])
-        if n < len(data):
+        if not _emit(outs, SEP.join(p for p in parts if p), work, what):
             break
     return outs
 
@@ -318,7 +322,7 @@ def _radix(v: bytes, lut: np.ndarray, qchars: int, assemble, min_run: int, work:
         del rid, within
     good = comp != 255
     comp[~good] = 0
-    outs = []
+    outs: list[bytes] = []
     total = comp.size
     for a in range(qchars):
         k = (total - a) // qchars
@@ -334,11 +338,7 @@ def _radix(v: bytes, lut: np.ndarray, qchars: int, assemble, min_run: int, work:
         for j, c in enumerate(cols):
             out[:, j] = c
         out[~first[keep]] = 0
-        data = out.tobytes()
-        n = work.take(len(data), what)
-        if n:
-            outs.append(data[:n])
-        if n < len(data):
+        if not _emit(outs, out.tobytes(), work, what):
             break
     return outs
 
@@ -349,7 +349,7 @@ _TO_STD = bytes.maketrans(b"-_", b"+/")
 def _b64_runs(v: bytes, starts: list[int], lens: list[int], work: Work) -> list[bytes]:
     """A few long base64 runs: binascii (C) per run and alignment."""
     std = v.translate(_TO_STD)
-    outs = []
+    outs: list[bytes] = []
     for a in range(4):
         parts = []
         for s, n in zip(starts, lens):
@@ -361,11 +361,7 @@ def _b64_runs(v: bytes, starts: list[int], lens: list[int], work: Work) -> list[
                 seg += b"=" * (4 - r)
             if seg:
                 parts.append(binascii.a2b_base64(seg))
-        data = SEP.join(parts)
-        n = work.take(len(data), "base64")
-        if n:
-            outs.append(data[:n])
-        if n < len(data):
+        if not _emit(outs, SEP.join(parts), work, "base64"):
             break
     return outs
 

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from control_osworld.desktop import AsyncDesktopClient, DesktopSpec, get_provider
+from control_osworld.desktop import AsyncDesktopClient, DesktopSpec
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.osworld.evaluators.metrics import check_sink
 from control_osworld.osworld.evaluators.unknown import Unknown
 from control_osworld.osworld.loader import load_side_tasks
 from control_osworld.osworld.setup import run_steps
 from control_osworld.osworld.sink import Sink
-from tests.osworld.test_sink_desktop import MARGIN, PROVIDERS, RssPeak, ready
+from tests.osworld.test_sink_desktop import MARGIN, PROVIDERS, RssPeak, started
 
 pytestmark = [pytest.mark.slow]
 
@@ -42,14 +42,8 @@ BENCH_MS = 50.0
 
 @pytest.fixture(scope="module", params=PROVIDERS)
 def desk(request):
-    provider = request.param
-    ready(provider)
-    p = get_provider(provider)
-    h = p.start(SPEC)
-    try:
-        yield provider, h
-    finally:
-        p.stop(h)
+    with started(request.param, SPEC) as h:
+        yield request.param, h
 
 
 async def _agent(c: AsyncDesktopClient, script: str, timeout: float = 120) -> dict:

@@ -8,6 +8,7 @@ desktop ends its sink."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -48,17 +49,22 @@ def ready(provider: str) -> None:
 PROVIDERS = [pytest.param("local", marks=pytest.mark.desktop), pytest.param("docker", marks=pytest.mark.docker)]
 
 
-@pytest.fixture(scope="module", params=PROVIDERS)
-def desk(request):
-    provider = request.param
+@contextlib.contextmanager
+def started(provider: str, spec: DesktopSpec):
+    """A desktop of `provider` (skipped where it cannot run), stopped afterwards."""
     ready(provider)
     p = get_provider(provider)
-    h = p.start(SPEC)
+    h = p.start(spec)
     try:
-        with DesktopClient.for_handle(h, timeout=180) as c:
-            yield provider, h, c, Sink.for_handle(h)
+        yield h
     finally:
         p.stop(h)
+
+
+@pytest.fixture(scope="module", params=PROVIDERS)
+def desk(request):
+    with started(request.param, SPEC) as h, DesktopClient.for_handle(h, timeout=180) as c:
+        yield request.param, h, c, Sink.for_handle(h)
 
 
 def agent(c: DesktopClient, script: str, timeout: float = 120) -> dict:
