@@ -20,6 +20,7 @@ import pandas as pd
 from control_osworld.progress import StageProgress, active_log
 
 from . import attack_classes as ac
+from . import codebook
 from . import hazards as hz
 from . import identifiability as idf
 from . import plots, render, tables
@@ -238,8 +239,7 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
         rec_a, notes_a = idf.record_from_runs(attack, errors)
         sections.append(("Attack runs only", idf.audit_record(rec_a), notes_a))
     for cb in codebooks:
-        for ev in idf.load_codebook(cb):
-            sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"] + ([f"source: {ev['source']}"] if ev.get("source") else [])))
+        sections += codebook.audit_sections(codebook.load(cb))
     write("identifiability.md", idf.render_markdown(sections, side_audits))
     step()
 
