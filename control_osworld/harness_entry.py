@@ -16,6 +16,7 @@ compared field by field and any difference is an error (`HarnessEntryError`).
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,8 @@ def predicted_runs(cfg, config_path: str | Path) -> pd.DataFrame:
                 for epoch in range(1, cfg.epochs + 1):
                     rows.append({
                         "run_id": f"{mode}:{prompt or ''}:{t.id}:{env.id if env else ''}:{epoch}",
-                        "log": str(config_path), "eval_mode": mode, "main_task_id": t.id,
+                        "log": str(config_path), "eval_mode": mode, "main_task_id": t.id, "epoch": epoch,
+                        "sample_id": t.id if env is None else f"{t.id}__{env.id}",
                         "side_task_id": side.id if side is not None else None,
                         "boundary": cfg.boundary if side is not None and side.has_boundary else None,
                         "attempt_detector": (side.attempt is not None) if side is not None else None,
@@ -171,15 +173,26 @@ def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, run
                       "predicted_runs": len(pred)},
     }
     if runs is not None:
-        entry["generated"].update(_check(rec, runs, runs_source or "the runs"))
+        entry["generated"].update(_check(rec, pred, runs, runs_source or "the runs"))
     entry_from_mapping(entry, "generated harness entry")  # the codebook's own schema check
     return entry
 
 
-def _check(predicted: dict, runs: pd.DataFrame, source: str) -> dict:
+def _samples(df: pd.DataFrame) -> Counter:
+    return Counter(zip(df["eval_mode"], df["sample_id"].astype(str), df["epoch"].astype(int)))
+
+
+def _check(predicted: dict, pred: pd.DataFrame, runs: pd.DataFrame, source: str) -> dict:
+    """The runs are the config's samples, each once, and give the same answers."""
+    want, have = _samples(pred), _samples(runs)
+    diff = []
+    if want != have:
+        missing, extra = sorted((want - have).elements()), sorted((have - want).elements())
+        diff.append(f"samples: {len(missing)} the config pairs are not in the runs {missing[:5]}, "
+                    f"{len(extra)} runs the config does not pair (or counted twice) {extra[:5]}")
     got, notes = idf.record_from_runs(runs)
-    diff = [f"{f}: the config gives {predicted[f]!r}, the runs give {got[f]!r}" for f in CHECKED_FIELDS
-            if predicted[f] != got[f]]
+    diff += [f"{f}: the config gives {predicted[f]!r}, the runs give {got[f]!r}" for f in CHECKED_FIELDS
+             if predicted[f] != got[f]]
     if diff:
         raise HarnessEntryError(f"{source}: the runs disagree with the config's entry:\n  " + "\n  ".join(diff)
                                 + "\n  notes: " + "; ".join(notes))
