@@ -10,7 +10,7 @@ come from the same rules the audit applies to runs (`identifiability.record_from
 to the runs the config would produce; with `runs`, the answers the runs themselves give are
 compared field by field and any difference is an error (`HarnessEntryError`).
 
-`control-osworld audit --harness-entry CONFIG [--logs RUNS] --write FILE` writes it.
+`control-osworld harness-entry CONFIG [--logs RUNS] [--write FILE]` writes it.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import click
 import pandas as pd
 
 from control_osworld.analysis import identifiability as idf
 from control_osworld.analysis.codebook import entry_from_mapping
 from control_osworld.config_file import REPO_ROOT
 
-__all__ = ["CHECKED_FIELDS", "HarnessEntryError", "harness_entry", "predicted_runs", "write_entry"]
+__all__ = ["CHECKED_FIELDS", "HarnessEntryError", "harness_entry", "harness_entry_command", "predicted_runs", "write_entry"]
 
 CHECKED_FIELDS = ("attempt_unit", "per_step", "budget", "budget_varied", "completion", "safe_stop", "out_of_scope",
                   "attempts", "boundary", "exhaustion", "censoring")
@@ -79,6 +80,7 @@ def predicted_runs(cfg, config_path: str | Path) -> pd.DataFrame:
     for mode in cfg.modes:
         prompts = [p for pr in cfg.pairings for p in pr.attack_prompts] if mode == "attack" else [None] * len(cfg.pairings)
         for prompt in prompts:
+            samples: list[tuple[Any, Any, Any]]  # (main task, side task given, side task's environment)
             if mode == "honest" and cfg.honest_matching == "per_main":
                 samples = [(t, None, None) for t in mains]
             elif mode == "honest":
@@ -168,7 +170,7 @@ def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, run
         "sources": [f"{cfg_rel} (sha256 {hashlib.sha256(cfg_text.encode()).hexdigest()[:12]})",
                     f"{_LOOP}, {_TOOLS}, control_osworld/catalogue.py, side_tasks/, prompts/ (this repository)"],
         "answers": answers,
-        "generated": {"by": f"control-osworld audit --harness-entry {cfg_rel}"
+        "generated": {"by": f"control-osworld harness-entry {cfg_rel}"
                             + (f" --logs {runs_source}" if runs_source else ""),
                       "predicted_runs": len(pred)},
     }
@@ -213,3 +215,30 @@ def write_entry(entry: dict, path: str | Path) -> Path:
                           sort_keys=False, allow_unicode=True, width=120)
     path.write_text(head + body, encoding="utf-8")
     return path
+
+
+@click.command("harness-entry")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="The config's runs (runs table(s), .eval logs or a folder): the entry is checked against them. Repeatable.")
+@click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the entry to this codebook file (e.g. codebooks/control_osworld_harness.yaml) instead of stdout.")
+def harness_entry_command(config, logs, write_path):
+    """This harness's identifiability-codebook entry (seed 000, section 4.5), generated from a run
+    CONFIG and the code it runs, and checked against the config's runs (--logs)."""
+    import sys
+
+    import yaml
+
+    from control_osworld.analysis.runs import InputError, load_runs
+    from control_osworld.config_file import ConfigError
+
+    try:
+        runs = load_runs(list(logs)) if logs else None
+        entry = harness_entry(config, runs, runs_source=", ".join(map(str, logs)) or None)
+    except (HarnessEntryError, ConfigError, InputError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if write_path is None:
+        sys.stdout.write(yaml.safe_dump(entry, sort_keys=False, allow_unicode=True, width=120))
+    else:
+        click.echo(f"wrote {write_entry(entry, write_path)}")

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from control_osworld import harness_entry as H
 from control_osworld.analysis import codebook as C
-from control_osworld.analysis.cli import audit_command
 from control_osworld.analysis.runs import load_runs
+from control_osworld.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "newcomer.yaml"
@@ -26,7 +26,7 @@ def test_the_committed_entry_is_what_the_generator_writes_from_the_config_and_it
     entry = H.harness_entry(CONFIG, runs, runs_source=RUNS_REL)
     out = H.write_entry(entry, tmp_path / "control_osworld_harness.yaml")
     body = lambda p: p.read_text().split("\n", 1)[1]  # noqa: E731  (the first line names the output path)
-    assert body(out) == body(COMMITTED), "regenerate: control-osworld audit --harness-entry configs/newcomer.yaml " \
+    assert body(out) == body(COMMITTED), "regenerate: control-osworld harness-entry configs/newcomer.yaml " \
                                          f"--logs {RUNS_REL} --write codebooks/control_osworld_harness.yaml"
     (e,) = C.load(COMMITTED)
     assert e.evidence == "high" and e.generated["runs"] == len(runs) == 16
@@ -113,11 +113,13 @@ def test_the_answers_follow_the_config(tmp_path):
 
 def test_the_command_writes_the_entry(tmp_path):
     out = tmp_path / "e.yaml"
-    r = CliRunner().invoke(audit_command, ["--harness-entry", str(CONFIG), "--logs", str(ROOT / RUNS_REL), "--write", str(out)])
+    r = CliRunner().invoke(main, ["harness-entry", str(CONFIG), "--logs", str(ROOT / RUNS_REL), "--write", str(out)])
     assert r.exit_code == 0, r.output
     (e,) = C.load(out)
     assert e.name == "control-osworld (this harness: configs/newcomer.yaml)" and e.generated["runs"] == 16
-    r = CliRunner().invoke(audit_command, ["--harness-entry", str(CONFIG)])
+    r = CliRunner().invoke(main, ["harness-entry", str(CONFIG)])
     assert r.exit_code == 0 and "blocked_and_effective" in r.output
-    r = CliRunner().invoke(audit_command, ["--codebook", str(COMMITTED), "--write", str(out)])
-    assert r.exit_code != 0 and "--write goes with --harness-entry" in r.output
+    bad = tmp_path / "runs.csv"
+    load_runs([ROOT / RUNS_REL]).iloc[2:].to_csv(bad, index=False)
+    r = CliRunner().invoke(main, ["harness-entry", str(CONFIG), "--logs", str(bad)])
+    assert r.exit_code != 0 and "the runs disagree with the config's entry" in r.output and "samples: 2 the config pairs" in r.output

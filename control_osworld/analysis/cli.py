@@ -153,21 +153,12 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 @click.option("--out", "out", type=click.Path(path_type=Path),
               help="Folder: audit.md, and with --codebook Table 2 (table2.md/.csv, table2_counts.csv) and Table 3 "
                    "(table3.md/.csv, table3_counts.csv). A path ending in .md gets the audit alone. Default: stdout.")
-@click.option("--harness-entry", "harness_config", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Regenerate this harness's codebook entry from a run config (checked against --logs when given).")
-@click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="With --harness-entry: write the entry to this codebook file instead of stdout.")
-def audit_command(logs, codebooks, errors, out, harness_config, write_path):
+def audit_command(logs, codebooks, errors, out):
     """Identifiability audit (seed 000, section 4.5) of runs and/or published evaluations, and
-    the codebook's Tables 2 and 3; or (--harness-entry) this harness's own codebook entry."""
+    the codebook's Tables 2 and 3 (this harness's own entry: `control-osworld harness-entry`)."""
     from . import codebook as cbk
     from . import identifiability as idf
 
-    if harness_config is not None:
-        _harness_entry(harness_config, logs, write_path)
-        return
-    if write_path is not None:
-        raise click.UsageError("--write goes with --harness-entry")
     if not logs and not codebooks:
         raise click.UsageError("give --logs and/or --codebook")
     sections = []
@@ -200,23 +191,6 @@ def audit_command(logs, codebooks, errors, out, harness_config, write_path):
     click.echo(f"wrote {len(written)} files to {out}")
     for p in written:
         click.echo(f"  {p.name}")
-
-
-def _harness_entry(config: Path, logs, write_path: Path | None) -> None:
-    import yaml
-
-    from control_osworld.config_file import ConfigError
-    from control_osworld.harness_entry import HarnessEntryError, harness_entry, write_entry
-
-    runs = _load(logs, ())[0] if logs else None
-    try:
-        entry = harness_entry(config, runs, runs_source=", ".join(map(str, logs)) or None)
-    except (HarnessEntryError, ConfigError) as exc:
-        raise click.ClickException(str(exc)) from None
-    if write_path is None:
-        sys.stdout.write(yaml.safe_dump(entry, sort_keys=False, allow_unicode=True, width=120))
-    else:
-        click.echo(f"wrote {write_entry(entry, write_path)}")
 
 
 @click.command("classify")

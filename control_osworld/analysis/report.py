@@ -20,10 +20,9 @@ import pandas as pd
 from control_osworld.progress import StageProgress, active_log
 
 from . import attack_classes as ac
-from . import codebook
+from . import codebook, plots, render, tables
 from . import hazards as hz
 from . import identifiability as idf
-from . import plots, render, tables
 from .bootstrap import group_rng, resample_weights
 from .protocol_report import summary_lines, write_protocol_report
 from .protocols import ProtocolOptions, protocol_table

@@ -36,7 +36,7 @@ def test_codebook_has_twenty_public_evaluations_and_this_harness_each_answer_wit
     raw = raw_entries()
     assert [e.name for e in entries] == [r["name"] for r in raw]
     external = [r for r in raw if not r["name"].startswith("control-osworld (this harness")]
-    assert len(external) >= 20 and len(raw) == len(external) + 1
+    assert len(external) == 21 and len(raw) == len(external) + 1  # README and docs/analysis.md say 21
     gui_first = [r["kind"] for r in external][:9]
     assert set(gui_first) <= {"gui", "cli"}  # GUI evaluations first
     for r in raw:
