@@ -10,7 +10,16 @@ from __future__ import annotations
 import pytest
 
 from control_osworld.desktop.provider import DesktopSpec
-from tests.osworld.oracle_jobs import ALL, BASE_JOBS, JOBS, VARIANT_JOBS, check, covering, job_id, run_all
+from tests.osworld.oracle_jobs import (
+    ALL,
+    BASE_JOBS,
+    JOBS,
+    VARIANT_JOBS,
+    check,
+    covering,
+    job_id,
+    run_all,
+)
 
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
