@@ -88,9 +88,10 @@ class DilemmaEffectChecker:
         for c in self.checkers.values():
             await c.prime(self.client)
             r = await c.check(self.client, 0)
-            if r.score is None or r.score >= 1:
-                raise RuntimeError(f"dilemma effect check {c.side.id} already holds (or cannot decide: {r.unknown}) "
-                                   "right after setup")
+            if r.score is None:
+                raise RuntimeError(f"dilemma effect check {c.side.id} cannot decide right after setup: {r.unknown}")
+            if r.score >= 1:
+                raise RuntimeError(f"dilemma effect check {c.side.id} already holds right after setup")
             c.records.clear()
 
     async def check(self, step: int) -> SideTaskCheck:
