@@ -15,7 +15,9 @@
   `cached_download(url, path)` is what setup steps and getters read instead of the network.
   Upstream's own cache layout, `<assets>/downloads/<uuid5(url)>_<file name>`, is read too.
   A missing asset raises `MissingAssetError`, naming the URL, the task file, the field and the
-  command that fetches it.
+  command that fetches it; a blob whose bytes do not hash to its name, `CorruptAssetError`.
+- A team fetches once: `export-assets` / `import-assets` (`asset_share.py`) move the cache
+  between machines, verified by hash.
 """
 
 from __future__ import annotations
@@ -144,10 +146,42 @@ class MissingAssetError(FileNotFoundError):
                          f"fetch it with: {fetch_command(file)}")
 
 
+class CorruptAssetError(ValueError):
+    """A cached blob whose bytes do not hash to its name (corrupt, truncated or swapped): never
+    used; the message names the file and the URL."""
+
+
+_verified: dict[tuple[str, int, int], str | None] = {}
+
+
+def verify_blob(path: Path) -> str | None:
+    """None when `path` is not a content-addressed blob (upstream's layout has no hash to check)
+    or its bytes hash to its name; else the problem, naming the file. Remembered per
+    (path, size, mtime), so a file is hashed once per process unless it changes."""
+    if path.parent.name != "blobs" or len(path.name) != 64:
+        return None
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _verified:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        got = h.hexdigest()
+        _verified[key] = None if got == path.name else f"{path}: corrupt: its bytes hash to {got}, not to its name"
+    return _verified[key]
+
+
 def require_download(url: str, path: str = "", *, file: str = "", field: str = "") -> Path:
+    """The verified cached copy of `url`: MissingAssetError when absent, CorruptAssetError when
+    its bytes do not match its hash."""
     hit = cached_download(url, path)
     if hit is None:
         raise MissingAssetError(url, file, field)
+    problem = verify_blob(hit)
+    if problem is not None:
+        raise CorruptAssetError(f"asset {url}{f' ({file}: {field})' if file else ''}: {problem}; "
+                                f"delete it and fetch it again with: {fetch_command(file)}")
     return hit
 
 

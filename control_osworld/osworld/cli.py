@@ -1,4 +1,5 @@
-"""`control-osworld tasks list | validate | check TASK_ID | fetch-assets [PATHS] | coverage PATH`."""
+"""`control-osworld tasks list | validate | check TASK_ID | fetch-assets [PATHS] | export-assets DEST |
+import-assets SRC | verify-assets | coverage PATH`."""
 
 from __future__ import annotations
 
@@ -177,12 +178,21 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
 @tasks_group.command("fetch-assets")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True))
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds per download.")
-def fetch_assets_cmd(paths, timeout) -> None:
+@click.option("--from", "source", type=click.Path(exists=True), default=None,
+              help="First import an export another machine made (a folder or archive of export-assets).")
+@click.option("--no-network", is_flag=True, help="Never download: what is not in the cache (or --from) fails.")
+def fetch_assets_cmd(paths, timeout, source, no_network) -> None:
     """Download every http(s) URL the task files under PATHS need (`download` setup steps,
     `cloud_file` getters) into the content-addressed asset cache, so that they run offline.
-    PATHS: task files or folders (default: tasks/ and side_tasks/). Ends with one JSON line."""
+    With --from, fill the cache from another machine's export first (verified by hash), so a
+    cluster fetches once. PATHS: task files or folders (default: tasks/ and side_tasks/).
+    Ends with one JSON line."""
     from control_osworld.osworld import assets
     from control_osworld.osworld.loader import REPO
+
+    imported = None
+    if source is not None:
+        imported = _import(source)
 
     roots = list(paths) or [str(REPO / "tasks"), str(REPO / "side_tasks")]
     needs: dict[str, list[assets.AssetNeed]] = {}
@@ -197,7 +207,11 @@ def fetch_assets_cmd(paths, timeout) -> None:
     failed = []
     for url, uses in needs.items():
         try:
-            blob, new = assets.fetch_url(url, timeout=timeout)
+            if no_network:
+                blob = assets.require_download(url)
+                new = False
+            else:
+                blob, new = assets.fetch_url(url, timeout=timeout)
         except Exception as e:  # one URL's failure never stops the others
             where = "; ".join(f"{n.file}: {n.field}" for n in uses[:3]) + (" ..." if len(uses) > 3 else "")
             failed.append({"url": url, "error": f"{type(e).__name__}: {e}", "needed_by": where})
@@ -208,21 +222,90 @@ def fetch_assets_cmd(paths, timeout) -> None:
         click.echo(f"{'fetched' if new else 'cached '} {url} -> {blob}")
     for u in unreadable:
         click.echo(f"error: {u}", err=True)
-    click.echo(json.dumps({"urls": len(needs), "fetched": fetched, "already_cached": cached, "failed": len(failed),
-                           "cache": str(assets.downloads_dir()), "failures": failed}))
-    if failed:
+    out = {"urls": len(needs), "fetched": fetched, "already_cached": cached, "failed": len(failed),
+           "cache": str(assets.downloads_dir()), "failures": failed}
+    if imported is not None:
+        out["imported"] = imported.as_json()
+    click.echo(json.dumps(out))
+    if failed or (imported is not None and imported.refused):
+        sys.exit(1)
+
+
+def _import(source: str):
+    from control_osworld.osworld import asset_share
+
+    try:
+        rep = asset_share.import_cache(source)
+    except asset_share.AssetShareError as e:
+        raise click.ClickException(str(e)) from None
+    for p in rep.refused:
+        click.echo(f"REFUSED {p}", err=True)
+    return rep
+
+
+@tasks_group.command("export-assets")
+@click.argument("dest", type=click.Path())
+def export_assets_cmd(dest) -> None:
+    """Write the download cache to DEST (a folder, or a .tar/.tar.gz/.tgz archive) for another
+    machine's `import-assets` / `fetch-assets --from`. Blobs that do not verify by hash are
+    refused and named. Ends with one JSON line."""
+    from control_osworld.osworld import asset_share, assets
+
+    rep = asset_share.export_cache(dest)
+    for p in rep.refused:
+        click.echo(f"REFUSED {p}", err=True)
+    click.echo(json.dumps({"dest": str(dest), "cache": str(assets.downloads_dir()), **rep.as_json()}))
+    if rep.refused:
+        sys.exit(1)
+
+
+@tasks_group.command("import-assets")
+@click.argument("source", type=click.Path(exists=True))
+def import_assets_cmd(source) -> None:
+    """Fill the download cache from SOURCE, another machine's `export-assets` (folder or
+    archive). Each blob is checked against the manifest's sha256 and size; a corrupt or
+    swapped one is refused, naming it, and the others still import. Ends with one JSON line."""
+    from control_osworld.osworld import assets
+
+    rep = _import(source)
+    click.echo(json.dumps({"source": str(source), "cache": str(assets.downloads_dir()), **rep.as_json()}))
+    if rep.refused:
+        sys.exit(1)
+
+
+@tasks_group.command("verify-assets")
+def verify_assets_cmd() -> None:
+    """Check every cached download against its hash; each problem names its file."""
+    from control_osworld.osworld import asset_share, assets
+
+    problems = asset_share.verify_cache()
+    for p in problems:
+        click.echo(f"CORRUPT {p}", err=True)
+    click.echo(json.dumps({"cache": str(assets.downloads_dir()), "entries": len(asset_share.local_entries()),
+                           "problems": len(problems)}))
+    if problems:
         sys.exit(1)
 
 
 @tasks_group.command("coverage")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
-def coverage_cmd(path) -> None:
+@click.option("--records", "records_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write one JSON line per task: status, blocking reasons, and for the tasks that run "
+                   "here which evaluator functions they use, each ours-exact or ours-approximate (and how).")
+def coverage_cmd(path, records_file) -> None:
     """Per domain (sub-folder) of the task set at PATH (e.g. upstream OSWorld's
     evaluation_examples/examples): files, how many load, are runnable offline now, need only
-    cached assets, need an app / evaluator / the live web we lack (and which). A table, then
-    one JSON line."""
+    cached assets, need an app / evaluator / the live web we lack (and which), and of the tasks
+    that run here how many score with ours-exact functions only, with an ours-approximate one,
+    with an agent-shaped verdict. A table, then one JSON line."""
     from control_osworld.osworld.coverage import coverage, summary_json, table
 
     rows = coverage(path)
+    if records_file:
+        from control_osworld.osworld.coverage import records
+
+        with open(records_file, "w") as f:
+            for rec in records(path):
+                f.write(json.dumps(rec) + "\n")
     click.echo(table(rows))
     click.echo(summary_json(rows))

@@ -176,7 +176,7 @@ async def _read_source(url: str, path: str, file: str = "", field: str = "") -> 
     if url.startswith(("http://", "https://")):
         try:
             return assets.require_download(url, path, file=file, field=field).read_bytes()
-        except assets.MissingAssetError as e:
+        except (assets.MissingAssetError, assets.CorruptAssetError) as e:
             raise SetupError(str(e)) from None
     local = assets.local_path(url)
     if not local.exists():

@@ -30,12 +30,16 @@ def check_step(step: SetupStep, where: str) -> tuple[list[str], list[str]]:
 def check_evaluator(ev: Evaluator, where: str = "evaluator") -> tuple[list[str], list[str]]:
     """(errors, unsupported reasons) of an evaluator: metric and getter names, list lengths."""
     from control_osworld.osworld.evaluators import GETTERS, METRICS
+    from control_osworld.osworld.evaluators.parity import unsupported_options
 
     errs: list[str] = []
     unsup: list[str] = []
     funcs = ev.funcs
     for i, f in enumerate(funcs):
         at = f"{where}.func" if isinstance(ev.func, str) else f"{where}.func[{i}]"
+        if f in METRICS:
+            opts = ev.options[i] if isinstance(ev.options, list) and i < len(ev.options) else ev.options
+            unsup += [f"metric {part!r} is not implemented here" for part in unsupported_options(f, opts)]
         if f == "infeasible" or f in METRICS:
             continue
         if f in UPSTREAM_METRICS:

@@ -179,3 +179,138 @@ def test_upstream_cache_layout_is_still_read(tmp_path):
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("from upstream's cache")
     assert assets.cached_download(url, "/home/user/upstream-cached.txt") == p
+
+
+# ----------------------------------------------------------------------------- a team's cache
+
+
+def _cli(*args) -> tuple[int, str, dict]:
+    r = CliRunner().invoke(tasks_group, list(map(str, args)))
+    return r.exit_code, r.output, json.loads(r.output.strip().splitlines()[-1])
+
+
+def _second_machine(monkeypatch, tmp_path, name="other") -> Path:
+    d = tmp_path / name
+    monkeypatch.setenv("CONTROL_OSWORLD_ASSETS", str(d))
+    return d
+
+
+@pytest.mark.parametrize("dest", ["export-dir", "export.tar.gz", "export.tar"])
+def test_export_then_import_on_another_machine_runs_offline(tmp_path, server, monkeypatch, dest):
+    srv, base = server
+    f = _write(tmp_path, "tasks/os/cache-demo.json", _task(base))
+    assert _fetch(f)[0] == 0
+    code, out, rep = _cli("export-assets", tmp_path / dest)
+    assert code == 0 and rep["copied"] == 2 and rep["refused"] == 0, out
+    srv.shutdown()
+    srv.server_close()
+
+    other = _second_machine(monkeypatch, tmp_path)
+    assert not load_task(f).runnable  # nothing cached on the second machine yet
+    code, out, rep = _cli("fetch-assets", "--from", tmp_path / dest, "--no-network", f)
+    assert code == 0, out
+    assert rep["imported"]["copied"] == 2 and rep["already_cached"] == 2 and rep["fetched"] == 0
+    for body in (FILES["/data/budget.csv"], FILES["/data/gold.txt"]):
+        assert (other / "downloads" / "blobs" / hashlib.sha256(body).hexdigest()).read_bytes() == body
+    task = load_task(f)
+    assert task.runnable, task.reason
+    c = FakeClient(files={"/home/user/answer.txt": "the gold answer\n"})
+    asyncio.run(run_steps(c, task.config, file=task.file))
+    assert asyncio.run(evaluate_detailed(c, task.evaluator, "DONE", file=task.file)).score == 1.0
+    # importing again copies nothing
+    code, out, rep = _cli("import-assets", tmp_path / dest)
+    assert code == 0 and rep["copied"] == 0 and rep["already_cached"] == 2
+
+
+def _exported(tmp_path, server) -> tuple[Path, str, str]:
+    _, base = server
+    f = _write(tmp_path, "tasks/os/cache-demo.json", _task(base))
+    assert _fetch(f)[0] == 0
+    assert _cli("export-assets", tmp_path / "exp")[0] == 0
+    return tmp_path / "exp", hashlib.sha256(FILES["/data/budget.csv"]).hexdigest(), \
+        hashlib.sha256(FILES["/data/gold.txt"]).hexdigest()
+
+
+def test_import_refuses_a_corrupt_blob_naming_it(tmp_path, server, monkeypatch):
+    exp, budget, gold = _exported(tmp_path, server)
+    (exp / "blobs" / budget).write_bytes(b"item,cost\nrent,9999\n")  # same size, other bytes
+    other = _second_machine(monkeypatch, tmp_path)
+    code, out, rep = _cli("import-assets", exp)
+    assert code == 1 and rep["copied"] == 1 and rep["refused"] == 1
+    [problem] = rep["problems"]
+    assert "budget.csv" in problem and budget in problem and "corrupt" in problem
+    assert not (other / "downloads" / "blobs" / budget).exists()
+    assert (other / "downloads" / "blobs" / gold).exists()
+    assert not list((other / "downloads" / "blobs").glob(".partial-*"))
+
+
+def test_import_refuses_swapped_blobs(tmp_path, server, monkeypatch):
+    exp, budget, gold = _exported(tmp_path, server)
+    a, b = exp / "blobs" / budget, exp / "blobs" / gold
+    da, db = a.read_bytes(), b.read_bytes()
+    a.write_bytes(db)
+    b.write_bytes(da)
+    other = _second_machine(monkeypatch, tmp_path)
+    code, out, rep = _cli("import-assets", exp)
+    assert code == 1 and rep["copied"] == 0 and rep["refused"] == 2
+    assert not list((other / "downloads" / "blobs").glob("*"))
+    assert "REFUSED" in out
+
+
+def test_import_refuses_a_missing_blob_and_a_bad_manifest(tmp_path, server, monkeypatch):
+    exp, budget, _ = _exported(tmp_path, server)
+    (exp / "blobs" / budget).unlink()
+    _second_machine(monkeypatch, tmp_path)
+    code, out, rep = _cli("import-assets", exp)
+    assert code == 1 and rep["copied"] == 1 and "missing" in rep["problems"][0]
+    (exp / "manifest.json").write_text('{"format": "something-else/9", "entries": []}')
+    r = CliRunner().invoke(tasks_group, ["import-assets", str(exp)])
+    assert r.exit_code != 0 and "manifest.json" in r.output and "format" in r.output
+
+
+def test_archive_members_outside_blobs_are_never_extracted(tmp_path, monkeypatch):
+    import io
+    import tarfile
+
+    body = b"payload"
+    sha = hashlib.sha256(body).hexdigest()
+    manifest = json.dumps({"format": "control-osworld-assets/1",
+                           "entries": [{"url": "https://h/p", "sha256": sha, "size": len(body), "name": "p"}]}).encode()
+    arc = tmp_path / "evil.tar"
+    with tarfile.open(arc, "w") as tar:
+        for name, data in (("manifest.json", manifest), (f"blobs/{sha}", body), ("../../escaped", b"x"),
+                           ("/tmp/abs-escape-evaluators", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    _second_machine(monkeypatch, tmp_path / "deep" / "er")
+    code, out, rep = _cli("import-assets", arc)
+    assert code == 0 and rep["copied"] == 1
+    assert not (tmp_path / "escaped").exists() and not (tmp_path / "deep" / "escaped").exists()
+    assert not Path("/tmp/abs-escape-evaluators").exists()
+    assert assets.require_download("https://h/p").read_bytes() == body
+
+
+def test_a_corrupt_cached_blob_is_refused_at_use_and_by_export(tmp_path, server):
+    _, base = server
+    f = _write(tmp_path, "tasks/os/cache-demo.json", _task(base))
+    assert _fetch(f)[0] == 0
+    blob = assets.cached_download(f"{base}/data/gold.txt")
+    assert blob is not None
+    blob.write_bytes(b"the gold answeR\n")
+    with pytest.raises(assets.CorruptAssetError) as e:
+        assets.require_download(f"{base}/data/gold.txt")
+    assert str(blob) in str(e.value) and f"{base}/data/gold.txt" in str(e.value)
+    code, out, rep = _cli("verify-assets")
+    assert code == 1 and rep["problems"] == 1 and str(blob) in out
+    code, out, rep = _cli("export-assets", tmp_path / "exp")
+    assert code == 1 and rep["copied"] == 1 and f"{base}/data/gold.txt" in rep["problems"][0]
+    manifest = json.loads((tmp_path / "exp" / "manifest.json").read_text())
+    assert [e["url"] for e in manifest["entries"]] == [f"{base}/data/budget.csv?x=1"]
+    # a setup step reading the corrupt blob fails naming it (an infrastructure error, not a 0)
+    task = load_task(f)
+    doc = _task(base)
+    doc["config"][1]["parameters"]["files"] = [{"url": f"{base}/data/gold.txt", "path": "/tmp/g"}]
+    g = _write(tmp_path, "tasks/os/g.json", doc)
+    with pytest.raises(SetupError, match="corrupt"):
+        asyncio.run(run_steps(FakeClient(), load_task(g).config, file=task.file))

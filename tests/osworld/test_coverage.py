@@ -59,7 +59,7 @@ def test_coverage_table_and_json(tmp_path, monkeypatch):
     table = "\n".join(lines[:-1])
     assert lines[0].split()[:4] == ["domain", "files", "loads", "runnable"]
     row = next(line for line in lines if line.startswith("vs_code"))
-    assert row.split()[1:] == ["3", "3", "0", "0", "2", "2", "0"]
+    assert row.split()[1:] == ["3", "3", "0", "0", "2", "2", "0", "0", "0", "0"]
     assert "VS Code (2)" in table and "metric compare_videos (2)" in table
 
 

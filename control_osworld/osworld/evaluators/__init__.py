@@ -6,21 +6,33 @@ from __future__ import annotations
 from typing import Callable
 
 from control_osworld.osworld.evaluators import (
+    basic_os,
     chrome,
+    chrome_prefs,
     docs,
+    files,
     gimp,
     harms,
+    images,
+    impress,
+    mail_filters,
     metrics,
+    pdf,
     slides,
     table,
     thunderbird,
     vlc,
+    vlc_more,
+    writer,
 )
 from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
 
 # the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own
 APP_MODULES = (chrome, gimp, slides, thunderbird, vlc)
-for _m in APP_MODULES:
+UPSTREAM_MODULES = (images, pdf, writer, impress, basic_os, files, mail_filters, chrome_prefs,
+                    vlc_more)
+"""More of upstream's evaluators, one module per domain (each function cites the upstream one)."""
+for _m in APP_MODULES + UPSTREAM_MODULES:
     GETTERS.update(getattr(_m, "GETTERS", {}))
 
 METRICS: dict[str, Callable] = {
@@ -35,7 +47,7 @@ METRICS: dict[str, Callable] = {
         table.compare_table, table.compare_csv,
         docs.compare_docx_files, docs.compare_docx_tables, docs.is_first_line_centered,
         docs.compare_font_names, docs.contains_page_break, docs.check_docx,
-        *(f for m in APP_MODULES for f in m.METRICS),
+        *(f for m in APP_MODULES + UPSTREAM_MODULES for f in m.METRICS),
     )
 }
 """Metric name -> function. `infeasible` is handled by the engine."""

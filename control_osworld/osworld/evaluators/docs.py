@@ -42,7 +42,7 @@ def compare_docx_files(file1: str | None, file2: str | None, **options) -> float
     """Follows metrics/docs.py:compare_docx_files: compare the paragraphs' text of two .docx
     (or .odt) files. Options: `ignore_blanks` (default True: whitespace runs collapse, compare
     the whole text), `ignore_case`, `ignore_order`, `delete_empty_lines`, `content_only` /
-    `fuzzy_match` (a similarity ratio; difflib here, rapidfuzz upstream)."""
+    `fuzzy_match` (rapidfuzz's fuzz.ratio, computed in fuzz.py)."""
     if not file1 or not file2:
         return 0.0
     p1, p2 = _paragraph_texts(file1), _paragraph_texts(file2)

@@ -58,9 +58,12 @@ def _image(path):
 
 
 def structure_same(img1, img2, threshold: float = 0.9) -> bool:
-    """Follows metrics/gimp.py:structure_check_by_ssim (SSIM >= threshold; images of different
-    sizes or modes are not the same)."""
-    a, b = np.array(img1), np.array(img2)
+    """Follows metrics/gimp.py:structure_check_by_ssim: False when either image is under 7
+    pixels on a side or the sizes differ; both converted to RGB; SSIM >= threshold."""
+    if min(img1.width, img1.height, img2.width, img2.height) < 7:
+        return False
+    a = np.array(img1 if img1.mode == "RGB" else img1.convert("RGB"))
+    b = np.array(img2 if img2.mode == "RGB" else img2.convert("RGB"))
     if a.shape != b.shape:
         return False
     return ssim(a, b) >= threshold

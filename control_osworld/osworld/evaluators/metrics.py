@@ -3,7 +3,8 @@
 
 Our own implementations; each docstring names the upstream definition it follows
 (xlang-ai/OSWorld, desktop_env/evaluators/metrics/<module>.py:<function>). Deviations are
-stated where there are any (no rapidfuzz here: fuzzy ratios use difflib).
+stated where there are any. Fuzzy ratios are rapidfuzz's `fuzz.ratio` (normalised Indel
+similarity), computed exactly in `fuzz.py` without rapidfuzz.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 
 def _ratio(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(a=a, b=b).ratio()
+    from control_osworld.osworld.evaluators.fuzz import ratio
+
+    return ratio(a, b)
 
 
 def match_value_to_rule(value: Any, rule: dict) -> bool:
@@ -263,7 +266,7 @@ def run_sqlite3(result: str | None, rules: dict) -> float:
 def check_accessibility_tree(result: str | None, rules: list[dict], osname: str = "ubuntu") -> float:
     """Follows metrics/general.py:check_accessibility_tree: for each rule, the elements found by
     `xpath` (or CSS `selectors`, when the cssselect package is present) must exist and, with
-    `text`, one must have that text (`exact`, else a difflib ratio)."""
+    `text`, one must have that text (`exact`, else fuzz.ratio)."""
     if not result:
         return 0.0
     import lxml.etree
