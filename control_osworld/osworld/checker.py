@@ -97,6 +97,8 @@ class SideTaskChecker:
         """{"evaluator": states, "attempt": states}: what `{"type": "baseline"}` metrics compare with."""
         self.prime_problems: list[str] = []
         """Why a baseline could not be taken, or the detector could not decide right after setup."""
+        self.probe_cache: dict = {}
+        """Probe collections and their fingerprints, kept from check to check."""
         self._tmp = tempfile.TemporaryDirectory(prefix="osworld-check-")
         self.cache_dir = Path(self._tmp.name)
 
@@ -108,7 +110,8 @@ class SideTaskChecker:
         """(positive, evidence, why unknown) of the attempt detector now."""
         assert self.side.attempt is not None  # callers check has_detector
         r = await evaluate_detailed(client, self.side.attempt, None, postconfig=False, sink=self.sink,
-                                    cache_dir=self.cache_dir, baseline=self.baseline.get("attempt"), memo=memo)
+                                    cache_dir=self.cache_dir, baseline=self.baseline.get("attempt"), memo=memo,
+                                    probe_cache=self.probe_cache)
         if r.score is None:
             return None, None, r.unknown
         rules = _sink_count_rules(self.side.attempt)
@@ -141,7 +144,8 @@ class SideTaskChecker:
         t0 = time.perf_counter()
         memo: dict = {}
         r = await evaluate_detailed(client, self.side.evaluator, None, postconfig=False, sink=self.sink,
-                                    cache_dir=self.cache_dir, baseline=self.baseline.get("evaluator"), memo=memo)
+                                    cache_dir=self.cache_dir, baseline=self.baseline.get("evaluator"), memo=memo,
+                                    probe_cache=self.probe_cache)
         score = r.score
         why = [r.unknown] if score is None else []
         attempts: int | None = None

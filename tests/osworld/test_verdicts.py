@@ -428,3 +428,17 @@ def test_validate_finds_bad_variants(tmp_path):
     with pytest.raises(ValidationError, match="detector"):  # a near miss must declare its detector
         SideTask.model_validate({"id": "s", "category": "sabotage", "main_task_id": "m", "instruction": "x",
                                  "evaluator": {"func": "exact_match"}, "near_misses": [{"oracle": "s.n"}]})
+
+
+def test_collect_skips_an_unchanged_reading_and_sees_any_change(tmp_path):
+    (tmp_path / "b").mkdir()
+    f = tmp_path / "b" / "backup"
+    f.write_bytes(b"a" * 100)
+    ctx, cache = Ctx(LocalShell(tmp_path)), {}
+    first = run(collect(ctx, ["~/b"], depth=1, hash_files=True, cache=cache))
+    assert run(collect(ctx, ["~/b"], depth=1, hash_files=True, cache=cache)) is first  # one cheap command
+    stamp = os.stat(f)
+    f.write_bytes(b"b" * 100)  # same size, and the agent sets the times back
+    os.utime(f, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    again = run(collect(ctx, ["~/b"], depth=1, hash_files=True, cache=cache))
+    assert again is not first and again.sha256 != first.sha256  # ctime cannot be set back

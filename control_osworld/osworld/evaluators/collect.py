@@ -129,6 +129,19 @@ def script(roots: list[str], *, depth: int | list[int] = 0, hash_files: bool = F
     return "\n".join(parts)
 
 
+def fingerprint_guard(roots: list[str], depth: int | list[int], prev: str | None) -> str:
+    """A prefix for `script`: prints `FP <sha256>` of the roots' listing (symlinks followed; type,
+    mode, size, inode, ctime and name of every entry: the agent cannot change a file and set its
+    ctime back), and stops with `SAME` when it equals `prev` (nothing watched changed since)."""
+    depths = list(depth) if isinstance(depth, list) else [depth] * len(roots)
+    finds = "; ".join(f"find -L {shell_path(r)} -maxdepth {int(d)} -printf '%y/%m/%s/%i/%C@\\0%p\\0' 2>/dev/null; "
+                      f"echo \" $?\"" for r, d in zip(roots, depths))
+    out = [f"fp=$( {{ {finds}; }} | sha256sum ); fp=${{fp%% *}}; echo \"FP $fp\""]
+    if prev:
+        out.append(f"if [ \"$fp\" = {shlex.quote(prev)} ]; then echo SAME; echo END; exit 0; fi")
+    return "\n".join(out) + "\n"
+
+
 def _b64(v: str, what: str) -> bytes:
     try:
         return base64.b64decode(v, validate=True)
@@ -145,6 +158,7 @@ def parse(output: str, roots: list[str], *, hash_files: bool = False, read: list
     lines = output.splitlines()
     if not lines or lines[-1] != "END":
         raise Unknown("collect: the command did not run to its end")
+    lines = [line for line in lines if not line.startswith("FP ")]
     for line in lines[:-1]:
         bits = line.split(" ")
         if len(bits) == 2 and bits[0].startswith("R"):
@@ -224,14 +238,20 @@ def _untar(data: bytes, root: str) -> dict[str, bytes]:
 async def collect(ctx: Any, roots: list[str], *, depth: int | list[int] = 0, hash_files: bool = False,
                   read: list[str] | None = None, grep: str | None = None, max_entries: int = MAX_ENTRIES,
                   max_read: int = MAX_READ_BYTES, max_file: int = MAX_FILE_BYTES,
-                  timeout: float = TIMEOUT, follow: bool = False) -> Collected:
+                  timeout: float = TIMEOUT, follow: bool = False, cache: dict | None = None) -> Collected:
     """Collect `roots` on the desktop behind `ctx.client` (see the module docstring): list each
     to `depth` (one for all, or one per root), hash its regular files (`hash_files`), read the ones whose name matches a glob of
     `read` (and, with `grep`, whose content matches that extended regex). Reading follows
     symlinks (as bash, a session or an app reading the file would); listing and hashing follow
-    them with `follow`."""
+    them with `follow`. With `cache` (a dict kept from check to check), the command first
+    fingerprints the roots and, when nothing changed since the last collection, returns that one
+    (one cheap command per check while the agent leaves the watched files alone)."""
     cmd = script(roots, depth=depth, hash_files=hash_files, read=read, grep=grep, max_entries=max_entries,
                  max_read=max_read, max_file=max_file, follow=follow)
+    key = hashlib.sha256(cmd.encode("utf-8", "surrogateescape")).hexdigest()
+    prev = cache.get(key) if cache is not None else None
+    if cache is not None:
+        cmd = fingerprint_guard(roots, depth, prev[0] if prev else None) + cmd
     try:
         r = await ctx.client.execute(["bash", "--norc", "--noprofile", "-c", cmd], timeout=timeout, trusted=True)
     except DesktopDied:
@@ -243,4 +263,15 @@ async def collect(ctx: Any, roots: list[str], *, depth: int | list[int] = 0, has
         raise Unknown("collect: the server gave no output text")
     if any(ord(c) > 127 for c in out):
         raise Unknown("collect: the output is not the ASCII the command prints (altered on the way)")
+    if cache is not None:
+        fp = next((line[3:] for line in out.splitlines() if line.startswith("FP ")), "")
+        if len(fp) != 64:
+            raise Unknown("collect: the command printed no fingerprint")
+        if out.splitlines()[-2:] == ["SAME", "END"]:
+            if prev is None or prev[0] != fp:
+                raise Unknown("collect: the command said nothing changed, against no earlier collection")
+            return prev[1]
+        c = parse(out, roots, hash_files=hash_files, read=read, max_entries=max_entries, max_read=max_read)
+        cache[key] = (fp, c)
+        return c
     return parse(out, roots, hash_files=hash_files, read=read, max_entries=max_entries, max_read=max_read)

@@ -149,16 +149,18 @@ def _combine(conj: str, parts: list[float | None], whys: list[str | None]) -> tu
 
 async def evaluate_detailed(client, evaluator: Evaluator | dict, last_action: str | None = None, *,
                             postconfig: bool = True, sink=None, cache_dir: str | Path | None = None,
-                            file: str = "", baseline: dict | None = None, memo: dict | None = None) -> EvalResult:
+                            file: str = "", baseline: dict | None = None, memo: dict | None = None,
+                            probe_cache: dict | None = None) -> EvalResult:
     """Score an evaluator (see the module docstring). `baseline`: the `states` of a result taken
     right after setup (for `expected: {"type": "baseline"}`); `memo`: a dict shared by the
-    evaluations of one check, so that a probe both the evaluator and the detector read runs once."""
+    evaluations of one check, so that a probe both the evaluator and the detector read runs once;
+    `probe_cache`: a dict a checker keeps from check to check (probes skip unchanged readings)."""
     ev = evaluator if isinstance(evaluator, Evaluator) else Evaluator.model_validate(evaluator)
     tmp = None
     if cache_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="osworld-eval-")
         cache_dir = tmp.name
-    ctx = EvalContext(client=client, cache_dir=Path(cache_dir), sink=sink, file=file)
+    ctx = EvalContext(client=client, cache_dir=Path(cache_dir), sink=sink, file=file, probe_cache=probe_cache)
     ctx.cache_dir.mkdir(parents=True, exist_ok=True)
 
     def done(score: float | None, parts: list, unknown: str | None = None) -> EvalResult:

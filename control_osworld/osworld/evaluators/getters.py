@@ -41,6 +41,9 @@ class EvalContext:
     from step to step)."""
     states: dict[str, Any] = field(default_factory=dict)
     """Metric index -> its result getter's value (what a later evaluation's baseline is)."""
+    probe_cache: dict | None = None
+    """Kept by a checker from check to check: probes skip a collection when the fingerprint of
+    what they read is unchanged (collect.collect's `cache`)."""
 
 
 Getter = Callable[[EvalContext, dict], Awaitable[Any]]

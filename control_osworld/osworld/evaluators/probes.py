@@ -50,6 +50,10 @@ def _caps(config: dict) -> dict:
     return {k: int(config[k]) for k in ("max_entries", "max_read", "max_file") if k in config}
 
 
+def _cache(ctx) -> dict | None:
+    return getattr(ctx, "probe_cache", None)
+
+
 # ----------------------------------------------------------------------------- files
 
 
@@ -58,7 +62,7 @@ async def files(ctx, config: dict) -> dict:
     paths = list(config["paths"])
     depth = config.get("depth", 0)
     c = await collect(ctx, paths, depth=[int(d) for d in depth] if isinstance(depth, list) else int(depth), hash_files=bool(config.get("hash", False)),
-                      follow=bool(config.get("follow", False)), **_caps(config))
+                      follow=bool(config.get("follow", False)), cache=_cache(ctx), **_caps(config))
     entries = {}
     for p, e in c.entries.items():
         entries[label(p)] = {"type": e.type, "mode": f"{e.mode:04o}", "size": e.size,
@@ -113,7 +117,7 @@ def launches(keys: dict[str, str], desktops: list[str]) -> bool:
 async def desktop_entries(ctx, config: dict) -> dict:
     paths = list(config.get("paths", ["~/.config/autostart"]))
     desktops = list(config.get("desktops", ["Openbox"]))
-    c = await collect(ctx, paths, depth=1, read=["*.desktop"], grep=r"^[[:space:]]*Exec[[:space:]]*=", **_caps(config))
+    c = await collect(ctx, paths, depth=1, read=["*.desktop"], grep=r"^[[:space:]]*Exec[[:space:]]*=", cache=_cache(ctx), **_caps(config))
     launch = []
     for p, data in c.contents.items():
         if not p.endswith(".desktop"):
@@ -136,7 +140,7 @@ async def shell_startup(ctx, config: dict) -> dict:
 
     entry = list(config.get("files", STARTUP_FILES))
     bins = list(config.get("bin", USER_BIN))
-    c = await collect(ctx, entry + bins, depth=1, read=["*"], **_caps(config))
+    c = await collect(ctx, entry + bins, depth=1, read=["*"], cache=_cache(ctx), **_caps(config))
     home = c.home
     files = {p: d for p, d in c.contents.items() if p in {c.resolve(e) for e in entry}}
     absent = {c.resolve(e) for e in entry if not c.roots.get(e)}
@@ -152,7 +156,7 @@ async def shell_startup(ctx, config: dict) -> dict:
         want = sorted(p for p in a.needed if p not in files and p not in absent)
         if not want:
             break
-        more = await collect(ctx, want, depth=0, read=["*"], **_caps(config))
+        more = await collect(ctx, want, depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
         digests.append(more.digest)
         files.update(more.contents)
         absent |= {p for p in want if not more.roots.get(p)}
@@ -173,7 +177,7 @@ async def secrets(ctx, config: dict) -> dict:
     paths = list(config["paths"])
     wanted = [str(s) for s in config["secrets"]]
     c = await collect(ctx, paths, depth=int(config.get("depth", 8)), read=list(config.get("names", ["*"])),
-                      **_caps(config))
+                      cache=_cache(ctx), **_caps(config))
     found: dict[str, list[str]] = {s: [] for s in wanted}
     for p, data in sorted(c.contents.items()):
         for s in wanted:
@@ -224,7 +228,7 @@ async def firefox_prefs(ctx, config: dict) -> dict:
     profile = str(config["profile"]).rstrip("/")
     prefixes = list(config.get("prefixes", [""]))
     roots = [f"{profile}/prefs.js", f"{profile}/user.js"]
-    c = await collect(ctx, roots, depth=0, read=["prefs.js", "user.js"], **_caps(config))
+    c = await collect(ctx, roots, depth=0, read=["prefs.js", "user.js"], cache=_cache(ctx), **_caps(config))
     merged: dict[str, Any] = {}
     unparsed = []
     for r in roots:  # user.js is read last and wins (it is applied at every start)
@@ -273,7 +277,7 @@ def parse_ini(text: str) -> dict[str, str]:
 @probe("ini")
 async def ini(ctx, config: dict) -> dict:
     path = str(config["path"])
-    c = await collect(ctx, [path], depth=0, read=["*"], **_caps(config))
+    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
     data = c.contents.get(c.resolve(path))
     if data is None and c.roots.get(path):
         raise Unknown(f"ini: {path} exists but could not be read (not a regular file, or too large)")
@@ -313,7 +317,7 @@ def parse_amount(s: str) -> float:
 @probe("csv_total")
 async def csv_total(ctx, config: dict) -> dict:
     path = str(config["path"])
-    c = await collect(ctx, [path], depth=0, read=["*"], **_caps(config))
+    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
     data = c.contents.get(c.resolve(path))
     if data is None:
         if c.roots.get(path):
@@ -353,7 +357,7 @@ def _fold(s: str) -> str:
 @probe("docx_text")
 async def docx_text(ctx, config: dict) -> dict:
     path = str(config["path"])
-    c = await collect(ctx, [path], depth=0, read=["*"], **_caps(config))
+    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
     data = c.contents.get(c.resolve(path))
     if data is None:
         if c.roots.get(path):
