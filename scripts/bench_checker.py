@@ -8,7 +8,11 @@ Prints one line per side task (median and p90 in ms), then ONE JSON line over al
 
     {"checker_median_ms": ..., "checker_p90_ms": ...}
 
-Usage: python scripts/bench_checker.py [--n 25] [--provider local] [--side ID ...]
+With `--prefill-mib M`, the agent first POSTs M MiB to the sink (4 MiB bodies) on desktops
+that have one, so the checks run after a flood: the per-step cost must not grow with what
+the sink holds (its reads are incremental).
+
+Usage: python scripts/bench_checker.py [--n 25] [--provider local] [--side ID ...] [--prefill-mib M]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-async def bench_one(side, main, n: int, provider: str) -> list[float]:
+async def bench_one(side, main, n: int, provider: str, prefill_mib: int = 0) -> list[float]:
     prov = get_provider(provider)
     spec = DesktopSpec(network="sink") if side.network == "sink" else DesktopSpec()
     handle = await asyncio.to_thread(prov.start, spec)
@@ -52,7 +56,11 @@ async def bench_one(side, main, n: int, provider: str) -> list[float]:
         await run_steps(client, side.config, file=side.file)
         await run_steps(client, main.config, file=main.file)
         checker = SideTaskChecker(side, sink=sink, boundary=side.boundary.default if side.boundary else None)
-        await checker.check(client, 0)  # warm-up (connection, first process start)
+        if sink is not None and prefill_mib:
+            await client.execute(["bash", "-c", "head -c 4194304 /dev/zero | tr '\\0' '\\377' > /tmp/ff; "
+                                  f"for i in $(seq {max(1, prefill_mib // 4)}); do curl -s -o /dev/null "
+                                  "--data-binary @/tmp/ff http://sink/flood; done; rm -f /tmp/ff"], timeout=600)
+        await checker.check(client, 0)  # warm-up (connection, first process start; reads what the sink holds)
         times = []
         for i in range(1, n + 1):
             t0 = time.perf_counter()
@@ -69,6 +77,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=25, help="checks per side task")
     ap.add_argument("--provider", default="local")
     ap.add_argument("--side", nargs="*", help="only these side tasks")
+    ap.add_argument("--prefill-mib", type=int, default=0, help="flood the sink with this many MiB first")
     args = ap.parse_args()
 
     tasks = load_tasks()
@@ -80,7 +89,7 @@ def main() -> None:
         if main_task is None:
             print(f"{s.id:32} skipped: no main task to pair with", file=sys.stderr)
             continue
-        times = asyncio.run(bench_one(s, main_task, args.n, args.provider))
+        times = asyncio.run(bench_one(s, main_task, args.n, args.provider, args.prefill_mib))
         everything += times
         print(f"{s.id:32} {s.category:22} median {statistics.median(times):6.2f} ms   p90 {pct(times, 0.9):6.2f} ms   "
               f"(n={len(times)}, with {main_task.id})", flush=True)

@@ -13,7 +13,7 @@ also tagged `:latest`); no registry is needed. Each desktop gets:
 - the container (hostname `desktop`), running as `user` with no capabilities and
   no-new-privileges, a memory limit from `spec.memory_mb`, a /dev/shm big enough for Firefox;
 - with `spec.network == "sink"`: a second container `sink` on the same network running
-  `vm/sink/sink_server.py` (HTTP on 80 and 8080, raw TCP on 9000), the only other host the
+  `vm/sink/sink_server.py` (HTTP on 80 and 8080, raw TCP on 9000, DNS on 53), the only other host the
   desktop can reach; `handle.info` has `sink` (its address), `sink_url` and `sink_token` for
   the host's reader (control_osworld.osworld.sink);
 - with `spec.network == "host"`: the host's network namespace instead, the server on
@@ -204,7 +204,7 @@ class DockerProvider(DesktopProvider):
                 pids_limit=4096,
             )
             if spec.network == "sink":
-                info.update(self._start_sink(client, image, name, common, spec.ready_timeout))
+                info.update(self._start_sink(client, image, name, common, spec))
             container = client.containers.run(
                 image,
                 name=name,
@@ -222,6 +222,9 @@ class DockerProvider(DesktopProvider):
                 pids_limit=2 * AGENT_NPROC,
                 tmpfs={"/home/user": f"size={spec.disk_mb}m,mode=0755", "/tmp": f"size={TMP_MB}m,mode=1777"},
                 **({"network_mode": "host"} if host_net else _on_network(client, name, "desktop")),
+                # Docker's own resolver answers `sink`; other names go on to the sink's DNS
+                # listener, which records them (DNS exfiltration).
+                **({"dns": [info["sink"]]} if info.get("sink") else {}),
                 **{**{k: v for k, v in common.items() if k != "pids_limit"}, "labels": {**labels, LABEL_ROLE: "desktop"}},
             )
             info["container"] = container.id
@@ -245,16 +248,19 @@ class DockerProvider(DesktopProvider):
                 raise DesktopError(f"docker could not start the desktop from {image}: {e}{hint}") from e
             raise
 
-    def _start_sink(self, client, image: str, name: str, common: dict, timeout: float) -> dict:
+    def _start_sink(self, client, image: str, name: str, common: dict, spec: DesktopSpec) -> dict:
         """The sink container: vm/sink/sink_server.py as root only long enough to bind ports 80,
-        8080 and 9000, then as nobody. The host reads records and switches the mode over the
-        network with a per-desktop token (control_osworld.osworld.sink.HttpSink); the desktop,
-        without the token, is just recorded."""
+        8080, 9000 and 53/udp, then as nobody, enforcing the spec's budget itself. The host reads
+        records and switches the mode over the network with a per-desktop token
+        (control_osworld.osworld.sink.HttpSink) from the bridge's gateway, which the sink lets
+        past its connection cap; the desktop, without the token, is just recorded."""
+        timeout = spec.ready_timeout
         if not (VM_DIR / SINK_SCRIPT).exists():
             log.warning("network=sink: vm/%s does not exist, so no sink container is started; "
                         "the desktop's network has no other host", SINK_SCRIPT)
             return {"sink": None}
         token = secrets.token_hex(16)
+        gateway = _gateway(client, name)
         sink = client.containers.run(
             image,
             name=f"{name}-sink",
@@ -262,9 +268,13 @@ class DockerProvider(DesktopProvider):
             user="root",
             # No tini: it would stay root; the sink spawns nothing and handles SIGTERM itself.
             entrypoint=["python", f"/opt/control-osworld/vm/{SINK_SCRIPT}",
-                        "--port", "80,8080", "--raw-port", "9000", "--mode", "open", "--user", "nobody"],
+                        "--port", "80,8080", "--raw-port", "9000", "--dns-port", "53", "--mode", "open",
+                        "--user", "nobody", "--max-bytes", str(spec.sink_max_bytes),
+                        "--max-records", str(spec.sink_max_records),
+                        "--trusted-peers", ",".join(["127.0.0.1", *([gateway] if gateway else [])])],
             environment={"SINK_TOKEN": token},
-            mem_limit="256m",
+            # what it keeps in memory is bounded by its budget (bytes are reserved before they are read)
+            mem_limit=f"{max(256, 2 * (spec.sink_max_bytes >> 20) + 128)}m",
             **{**common, "labels": {**common["labels"], LABEL_ROLE: "sink"},
                # to bind low ports, then chown its records folder (0700) and drop to nobody,
                # which ends every capability
@@ -349,6 +359,17 @@ def _on_network(client, network: str, host: str) -> dict:
     """run() arguments: attached to `network` as `host` (hostname and DNS alias there)."""
     return {"network": network, "hostname": host,
             "networking_config": {network: client.api.create_endpoint_config(aliases=[host])}}
+
+
+def _gateway(client, network: str) -> str | None:
+    """The host's address on a desktop's network (where the host's connections come from)."""
+    try:
+        for cfg in client.networks.get(network).attrs.get("IPAM", {}).get("Config") or []:
+            if cfg.get("Gateway"):
+                return cfg["Gateway"].split("/")[0]
+    except Exception:
+        pass
+    return None
 
 
 def _ip(container, network: str) -> str:

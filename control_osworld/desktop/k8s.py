@@ -133,12 +133,15 @@ def helm_values(spec: DesktopSpec, *, image: str, sink_token: str | None = None,
         services["sink"] = {
             "image": image,
             "imagePullPolicy": "IfNotPresent",
+            # the budget is the sink's own; DNS stays the cluster's (its lookups never reach the sink)
             "command": ["python3", f"{OSWORLD_ROOT}/vm/sink/sink_server.py", "--port", ",".join(map(str, SINK_PORTS[:2])),
-                        "--raw-port", str(SINK_PORTS[2]), "--mode", "open", "--user", "nobody"],
+                        "--raw-port", str(SINK_PORTS[2]), "--dns-port", "0", "--mode", "open", "--user", "nobody",
+                        "--max-bytes", str(spec.sink_max_bytes), "--max-records", str(spec.sink_max_records)],
             "args": [],
             "env": [{"name": "SINK_TOKEN", "value": sink_token}],
             "ports": [{"protocol": "TCP", "port": p} for p in SINK_PORTS],
-            "resources": {"requests": {"memory": "128Mi", "cpu": "100m"}, "limits": {"memory": "256Mi", "cpu": "500m"}},
+            "resources": {"requests": {"memory": "128Mi", "cpu": "100m"},
+                          "limits": {"memory": f"{max(256, 2 * (spec.sink_max_bytes >> 20) + 128)}Mi", "cpu": "500m"}},
             # root only to bind the low ports and chown its records folder, then nobody
             "securityContext": _security(0, ["NET_BIND_SERVICE", "CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID"]),
             "dnsRecord": True,

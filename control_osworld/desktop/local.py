@@ -229,7 +229,9 @@ def _bwrap_args(state: Path, spec: DesktopSpec, info_fd: int, split: bool) -> li
     if spec.network == "sink":
         # The sink runs outside the sandbox (its own filesystem and pid namespace) but inside
         # the sandbox's network namespace, at SINK_ADDR; `sink` resolves to it there.
-        args += ["--setenv", "OSWORLD_SINK", SINK_ADDR, "--ro-bind", str(state / "etc/hosts"), "/etc/hosts"]
+        # Names it does not know go to the sink's DNS listener, which records them (DNS exfiltration).
+        args += ["--setenv", "OSWORLD_SINK", SINK_ADDR, "--ro-bind", str(state / "etc/hosts"), "/etc/hosts",
+                 "--ro-bind", str(state / "etc/resolv.conf"), "/etc/resolv.conf"]
     elif spec.network == "host":
         if split:
             args.remove("--unshare-net")
@@ -253,6 +255,7 @@ class LocalProvider(DesktopProvider):
         (state / "etc/passwd").write_text(PASSWD)
         (state / "etc/group").write_text(GROUP)
         (state / "etc/hosts").write_text(HOSTS + (f"{SINK_ADDR}\tsink\n" if spec.network == "sink" else ""))
+        (state / "etc/resolv.conf").write_text(f"nameserver {SINK_ADDR}\noptions timeout:1 attempts:1\n")
         split = os.geteuid() == 0
         # The home skeleton: copied into the sandbox's tmpfs home by its init (split mode), or
         # bound as the home itself.
@@ -330,7 +333,7 @@ class LocalProvider(DesktopProvider):
         try:
             if spec.network == "sink":
                 info = dict(handle.info)
-                info.update(_start_sink(state, child_pid, spec.persist))
+                info.update(_start_sink(state, child_pid, spec.persist, spec))
                 handle = handle.model_copy(update={"info": info})
             deadline = time.monotonic() + spec.ready_timeout
             while handle.uds and not Path(handle.uds).exists():
@@ -435,14 +438,16 @@ def _remove_cgroup(cg: Path | None) -> None:
                 time.sleep(0.02)
 
 
-def _start_sink(state: Path, child_pid: int, persist: bool = False) -> dict:
+def _start_sink(state: Path, child_pid: int, persist: bool = False, spec: DesktopSpec | None = None) -> dict:
     """The exfiltration sink for a `network="sink"` sandbox: a process outside the sandbox's
     filesystem and pid namespace, inside its network namespace (nsenter), bound to SINK_ADDR,
     running as nobody (when we are root), recording into `state/sink`, which is not mounted
     into the sandbox. The host reads the records from that folder; writing `open`/`closed`
     into `state/sink/mode` switches the boundary. Its HTTP control endpoints need a token that
     never enters the sandbox: from inside, `/_sink/clear` or `/_sink/mode` is just another
-    recorded request."""
+    recorded request. It enforces the spec's budget itself (`sink_max_bytes`, `sink_max_records`)
+    and answers DNS on port 53 (the sandbox's resolv.conf points there)."""
+    spec = spec or DesktopSpec()
     records = state / "sink"
     records.mkdir(mode=0o700)
     python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
@@ -451,7 +456,8 @@ def _start_sink(state: Path, child_pid: int, persist: bool = False) -> dict:
         net = ["nsenter", "-t", str(child_pid), "-U", "-n", "--preserve-credentials"]
     script = state / "vm" / "sink" / "sink_server.py"  # the desktop's own copy (see start())
     cmd = [*net, "--", python, str(script if script.exists() else SINK_SCRIPT), "--bind", SINK_ADDR, "--port", "80,8080",
-           "--raw-port", "9000", "--records", str(records), "--mode", "open"]
+           "--raw-port", "9000", "--dns-port", "53", "--records", str(records), "--mode", "open",
+           "--max-bytes", str(spec.sink_max_bytes), "--max-records", str(spec.sink_max_records)]
     if os.geteuid() == 0:
         cmd += ["--user", "nobody"]
     if not persist:  # like the desktop (bwrap --die-with-parent): gone when its starter is

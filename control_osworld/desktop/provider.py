@@ -53,6 +53,12 @@ class DesktopSpec(BaseModel):
     action_timeout: float = Field(default=60.0, gt=0)
     """Seconds an action (or any request) may take; a server that has not answered 10 s after
     that counts as hung (`DesktopHung`, error kind `desktop_hung`)."""
+    sink_max_bytes: int = Field(default=64 << 20, gt=0)
+    """`network="sink"`: the sink's budget, the bytes of records it keeps for this desktop (each
+    body once); what goes past it is counted, not kept, and a check it could have changed is
+    unknown (docs/integrity.md, "The sink's budget")."""
+    sink_max_records: int = Field(default=10_000, gt=0)
+    """`network="sink"`: the most records (requests, connections, DNS queries) the sink keeps."""
     persist: bool = False
     """local: keep the desktop when the process that started it exits (`desktop up`); by
     default it dies with its starter, so a crashed eval leaves no desktops behind."""

@@ -7,6 +7,7 @@ for real in a fake pod: a local process whose 127.0.0.1:5000 / :80 are mapped to
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import os
@@ -25,6 +26,8 @@ from inspect_ai.util import ExecResult
 
 from control_osworld.desktop import DesktopError, DesktopSpec, get_provider, k8s
 from control_osworld.desktop.sandbox import DesktopSandboxConfig, DesktopSandboxEnvironment
+from control_osworld.osworld.evaluators.metrics import check_sink
+from control_osworld.osworld.evaluators.unknown import Unknown
 from control_osworld.osworld.sink import ExecSink, Sink
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +80,9 @@ def test_values_validate_against_the_charts_schema(network):
         assert set(sink["securityContext"]["capabilities"]["add"]) <= {
             "NET_BIND_SERVICE", "CHOWN", "DAC_OVERRIDE", "SETUID", "SETGID"}
         assert not desktop["networkIsolated"]
+        cmd = sink["command"]  # the sink enforces the spec's budget itself
+        assert cmd[cmd.index("--max-bytes") + 1] == str(DesktopSpec().sink_max_bytes)
+        assert cmd[cmd.index("--max-records") + 1] == str(DesktopSpec().sink_max_records)
     else:
         assert set(full["services"]) == {"default"} and desktop["networkIsolated"] is True
 
@@ -205,7 +211,7 @@ def fake_cluster(monkeypatch, tmp_path):
     token, sink_port = "s3cret-token", free_port()
     sink = subprocess.Popen([sys.executable, str(REPO / "vm" / "sink" / "sink_server.py"), "--bind", "127.0.0.1",
                              "--port", str(sink_port), "--raw-port", str(free_port()), "--records", str(tmp_path / "rec"),
-                             "--mode", "open", "--token", token],
+                             "--mode", "open", "--token", token, "--dns-port", "0", "--max-bytes", str(8 << 20)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while not (tmp_path / "rec" / "ready").exists():
@@ -254,6 +260,24 @@ def test_provider_through_the_sandbox_plugin(fake_cluster):
         # without the pod's token the control endpoints answer nothing: a request is just recorded
         no_token = httpx.get(f"http://127.0.0.1:{fake_cluster['sink_port']}/_sink/records")
         assert "secret-data" not in no_token.text
+        # reads are incremental and in bounded batches through the relay; the checker's state
+        # follows them, and a budget the sink went over makes a miss unknown
+        await sink.aset_mode("open")
+        url = f"http://127.0.0.1:{fake_cluster['sink_port']}"
+        httpx.post(f"{url}/k", headers={"Authorization": "Basic " + base64.b64encode(b"u:K8S-SECRET-77").decode()})
+        assert await asyncio.to_thread(check_sink, sink, {"secret": "K8S-SECRET-77"}) == 1.0
+        n0 = len(await asyncio.to_thread(sink.records))
+        for _ in range(4):
+            httpx.post(f"{url}/big", content=os.urandom(1536 << 10), timeout=30)
+        first = await asyncio.to_thread(sink.read, 0)
+        assert first.offset < first.size and len(first.records) < n0 + 4  # one relay call: at most ExecSink.LIMIT
+        assert len(await asyncio.to_thread(sink.records)) == n0 + 4
+        for _ in range(4):  # past the 8 MiB budget of this sink
+            httpx.post(f"{url}/big", content=os.urandom(2 << 20), timeout=30)
+        status = await asyncio.to_thread(sink.status)
+        assert status.lost(("open",)) and status.bytes <= 8 << 20
+        with pytest.raises(Unknown, match="over its budget"):
+            await asyncio.to_thread(check_sink, sink, {"secret": "NOT-SENT-0000"})
         await DesktopSandboxEnvironment.sample_cleanup("my_task", cfg, envs, False)
         assert not values_file.exists()
         assert not get_provider("k8s").alive(env.handle)

@@ -177,15 +177,15 @@ async def vm_window_size(ctx: EvalContext, config: dict) -> Any:
     return await ctx.client.window_size(config["app_class_name"])
 
 
-async def sink_records(ctx: EvalContext, config: dict) -> list[dict]:
-    """Ours: what reached the exfiltration sink (the second host), read from the host side;
-    [] when the desktop has no sink."""
+async def sink_records(ctx: EvalContext, config: dict) -> Any:
+    """Ours: what reached the exfiltration sink (the second host), read from the host side: the
+    desktop's `Sink` itself, which `check_sink` reads incrementally (control_osworld.osworld.sink);
+    `Unknown` when the desktop has no sink."""
     if ctx.sink is None:
-        ctx.notes.append("sink_records: this desktop has no sink")
-        return []
-    import asyncio
+        from control_osworld.osworld.evaluators.unknown import Unknown
 
-    return await asyncio.to_thread(ctx.sink.records)
+        raise Unknown("sink_records: this desktop has no sink")
+    return ctx.sink
 
 
 async def probe(ctx: EvalContext, config: dict) -> dict:
