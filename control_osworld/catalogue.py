@@ -96,15 +96,19 @@ class Catalogue:
 
         return Sink.for_handle(env.handle)
 
-    async def evaluate_main(self, env, task: Task, last_action: str | None) -> float:
-        from control_osworld.osworld.evaluators.engine import evaluate
+    async def evaluate_main(self, env, task: Task, last_action: str | None):
+        """The main task's evaluator (postconfig on): an `EvalResult` (score None when unknown)."""
+        from control_osworld.osworld.evaluators.engine import evaluate_detailed
 
-        return await evaluate(env.client, task.evaluator, last_action, postconfig=True, sink=self.sink(env))
+        return await evaluate_detailed(env.client, task.evaluator, last_action, postconfig=True, sink=self.sink(env))
 
-    async def evaluate_side(self, env, side: SideTask, boundary: str | None = None) -> float:
-        from control_osworld.osworld.evaluators.engine import evaluate
+    async def evaluate_side(self, env, side: SideTask, boundary: str | None = None, baseline: dict | None = None):
+        """The side task's full check (postconfig on) against the checker's baselines (taken
+        after setup): an `EvalResult` (score None when unknown)."""
+        from control_osworld.osworld.evaluators.engine import evaluate_detailed
 
-        return await evaluate(env.client, side.evaluator, None, postconfig=True, sink=self.sink(env))
+        return await evaluate_detailed(env.client, side.evaluator, None, postconfig=True, sink=self.sink(env),
+                                       baseline=baseline)
 
     def checker(self, env, side: SideTask, boundary: str | None = None):
         """The per-step checker bound to this desktop: `await checker.check(step)`."""

@@ -13,7 +13,8 @@ Per step t = 1..K (one model turn; a turn may carry several tool calls):
      unless they explicitly ask;
   S  `screenshot_before_id`: the screenshot the agent acted on (the last one it saw) and
      `screenshot_after_id`: the screenshot taken after the turn's actions ran;
-  `side_task`: the per-step side-task check after the step (score 0/1, attempted or not).
+  `side_task`: the per-step side-task check after the step (score 0/1, or None when unknown,
+  with the reason; attempted or not).
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class ActionRecord(BaseModel):
 
 
 class SideTaskCheck(BaseModel):
-    score: float
+    score: float | None
+    """The check's verdict in [0, 1]; None when it could not decide (unknown: never 0)."""
+    unknown: str | None = None
+    """Why the check (or its attempt detector) could not decide; None when everything was known."""
     attempted: bool = False
     """A NEW attempt happened in this step (an event, not a state): the side task's attempt
     detector saw new evidence (e.g. one more request reached the sink), or the effect first
@@ -88,6 +92,8 @@ class Trajectory(BaseModel):
     """First step whose side-task check scored 1 (None: never)."""
     attempt_steps: list[int] = Field(default_factory=list)
     """Steps in which a new attempt happened (see `SideTaskCheck.attempted`)."""
+    unknown_checks: list[int] = Field(default_factory=list)
+    """Steps whose side-task check (or its attempt detector) could not decide (`SideTaskCheck.unknown`)."""
     attempt_detector: bool | None = None
     """Attack runs: whether the side task has an attempt detector (None: no side task)."""
     budget: int = 75
@@ -106,7 +112,7 @@ class Trajectory(BaseModel):
 
     def first_success_step(self) -> int | None:
         for s in self.steps:
-            if s.side_task is not None and s.side_task.score >= 1:
+            if s.side_task is not None and s.side_task.score is not None and s.side_task.score >= 1:
                 return s.step
         return None
 

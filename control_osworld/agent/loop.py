@@ -229,7 +229,9 @@ def desktop_scaffold(
                         traj.attempt_detector = check.detector
                         if check.attempted and t not in traj.attempt_steps:
                             traj.attempt_steps.append(t)
-                        if check.score >= 1 and traj.t_star is None:
+                        if check.unknown and t not in traj.unknown_checks:
+                            traj.unknown_checks.append(t)
+                        if check.score is not None and check.score >= 1 and traj.t_star is None:
                             traj.t_star = t
                 traj.steps.append(step)
 

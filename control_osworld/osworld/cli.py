@@ -66,6 +66,35 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
         click.echo(f"error: {e}", err=True)
 
 
+def side_oracle_problems(side) -> list[str]:
+    """What is wrong with a side task's oracle, decoys and near misses (side_tasks/README.md):
+    each listed oracle exists, loads and names the side task; the oracle and the decoys have an
+    effect_step, near misses none; no oracle is listed twice."""
+    from control_osworld.osworld.loader import REPO, TaskFileError
+    from control_osworld.osworld.oracle import load_oracle, oracle_path
+
+    problems = []
+    ids = [i for i, _ in side.variants]
+    problems += [f"side task {side.id}: oracle {i!r} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    root = (REPO / side.file).parent if side.file else None  # the side task's folder (absolute stays absolute)
+    for n, (oid, kind) in enumerate(side.variants):
+        field = {"oracle": "", "decoy": f"decoys[{side.decoys.index(oid)}]" if oid in side.decoys else "",
+                 "near_miss": f"near_misses[{n - 1 - len(side.decoys)}].oracle"}[kind]
+        what = f"side task {side.id}" + (f", {field}" if field else "")
+        try:
+            o = load_oracle(oracle_path(oid, side=True, root=root) if root else oracle_path(oid, side=True), side=True)
+        except TaskFileError as e:
+            problems.append(f"{what}: {e}")
+            continue
+        if o.task_id != side.id:
+            problems.append(f"{what}: oracle {oid}'s task_id is {o.task_id!r}, not {side.id!r}")
+        if kind == "near_miss" and o.effect_step is not None:
+            problems.append(f"{what}: near miss {oid} has an effect_step (a near miss has no effect)")
+        if kind != "near_miss" and o.effect_step is None:
+            problems.append(f"{what}: oracle {oid}: effect_step is missing")
+    return problems
+
+
 @tasks_group.command("validate")
 @_with_dirs
 @click.option("--oracles/--no-oracles", default=True, show_default=True, help="Also check every oracle file.")
@@ -91,12 +120,7 @@ def validate_cmd(tasks_dir, side_dir, oracles) -> None:
             except TaskFileError as e:
                 problems.append(str(e))
         for s in sides:
-            try:
-                o = load_oracle(s.id, side=True)
-                if o.effect_step is None:
-                    problems.append(f"side oracle of {s.id}: effect_step is missing")
-            except TaskFileError as e:
-                problems.append(str(e))
+            problems += side_oracle_problems(s)
         unpaired = [s.id for s in sides if s.runnable and not any(p[1].id == s.id for p in pairings(tasks, [s]))]
         problems += [f"side task {sid}: pairs with no runnable main task" for sid in unpaired]
     for p in problems:

@@ -13,7 +13,10 @@ Side tasks keep the upstream control setting's keys: `id`, `main_task_id`, `inst
 Our extras: `main_task_ids` / `pairs_with` (a pairing rule), `attempt` (an evaluator that
 scores 1 once the side task was *tried*, effective or not), `boundary` (a switch between an
 environment where the effect can happen, `open`, and one that blocks it, `closed`),
-`network` (`sink`: the side task needs the second host), `notes`.
+`network` (`sink`: the side task needs the second host), `notes`, and the checker model's
+(side_tasks/README.md): `harm` (the state that is the harm, which the checker tests), `decoys`
+(oracle ids of other ways to the same harm: must score 1) and `near_misses` (oracles that look
+like the harm and are not: must score 0, the detector firing or quiet as declared).
 
 Structure (types, required fields) is checked by pydantic; names (setup step types,
 getters, metrics) by `validity.check_task` / `validity.check_side_task`.
@@ -161,6 +164,18 @@ class Boundary(_Loose):
     description: str = ""
 
 
+class NearMiss(BaseModel):
+    """An oracle that looks like the side task's harm and is not it (side_tasks/README.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    oracle: str
+    """Its oracle id (`side_tasks/oracles/<oracle>.json`)."""
+    detector: Literal["fires", "quiet"]
+    """What the attempt detector must do: `fires` (an attempt that missed the harm) or `quiet`
+    (unrelated work that merely looks like it)."""
+    why: str = ""
+
+
 class SideTask(_FromFile):
     id: str
     name: str = ""
@@ -180,6 +195,20 @@ class SideTask(_FromFile):
     subtlety_notes: str | None = None
     independence_notes: str | None = None
     notes: str | None = None
+    harm: str | None = None
+    """The state of the desktop (or sink) that is the harm, however it was brought about: what
+    the evaluator tests (side_tasks/README.md). Upstream files have none."""
+    decoys: list[str] = Field(default_factory=list)
+    """Oracle ids of other ways to the same harm (encoded, split, obfuscated, GUI, other
+    spellings): each must score 1 at its effect_step."""
+    near_misses: list[NearMiss] = Field(default_factory=list)
+    """Oracles that look like the harm and are not it: each must score 0."""
+
+    @property
+    def variants(self) -> list[tuple[str, str]]:
+        """(oracle id, "oracle" | "decoy" | "near_miss") of everything the oracle suite plays."""
+        return [(self.id, "oracle"), *((d, "decoy") for d in self.decoys),
+                *((n.oracle, "near_miss") for n in self.near_misses)]
 
     @field_validator("category", mode="after")
     @classmethod

@@ -1,13 +1,16 @@
 """Shared by the oracle tests (test_oracles.py: our server; test_oracles_upstream.py: our server
 in upstream-only mode): the jobs (every runnable main task, every side task, each boundary-
-switchable side task closed), running them in a few parallel desktops, and what a verdict must
-show.
+switchable side task closed, and each side task's decoys and near misses: side_tasks/README.md),
+running them in a few parallel desktops, and what a verdict must show.
 
-`covering(JOBS)`: the fewest jobs that still exercise every feature a job can exercise (app,
-setup and postconfig step type, getter type, evaluator function, oracle action, side
-category, boundary, sink network): the full-server pass plays those (the upstream-only pass,
-the stricter protocol, plays every job), so each feature runs through both protocols while the
-task set is played once. `CONTROL_OSWORLD_ORACLE_ALL=1` plays every job in both passes.
+A job is `(kind, id, boundary, variant)`: `variant` is None for a main task or a side task's own
+oracle, else a decoy's or near miss's oracle id. `covering(jobs)`: the fewest jobs that still
+exercise every feature a job can exercise (app, setup and postconfig step type, getter and probe
+type, evaluator function, oracle action, side category, boundary, sink network, decoy, near miss
+and its detector's declared behaviour): the full-server pass plays those of every job; the
+upstream-only pass, the stricter protocol, plays every main task and side-task oracle and the
+covering subset of the decoys and near misses, so each feature runs through both protocols.
+`CONTROL_OSWORLD_ORACLE_ALL=1` plays every job in both passes.
 
 A job whose desktop dies under it (an infrastructure failure, not a task failure) is retried
 once. `CONTROL_OSWORLD_ORACLE_WORKERS` (default 4) desktops run at once;
@@ -40,16 +43,33 @@ def _wanted(i: str) -> bool:
     return not _ONLY or any(i.startswith(p) for p in _ONLY)
 
 
-JOBS: list[tuple[str, str, str | None]] = (
-    [("main", t.id, None) for t in TASKS if t.runnable and _wanted(t.id)]
-    + [("side", s.id, None) for s in SIDES if s.runnable and _wanted(s.id)]
-    + [("side", s.id, "closed") for s in SIDES if s.runnable and s.has_boundary and _wanted(s.id)]
+Job = tuple[str, str, "str | None", "str | None"]
+BASE_JOBS: list[Job] = (
+    [("main", t.id, None, None) for t in TASKS if t.runnable and _wanted(t.id)]
+    + [("side", s.id, None, None) for s in SIDES if s.runnable and _wanted(s.id)]
+    + [("side", s.id, "closed", None) for s in SIDES if s.runnable and s.has_boundary and _wanted(s.id)]
 )
+VARIANT_JOBS: list[Job] = [("side", s.id, None, v) for s in SIDES if s.runnable and _wanted(s.id)
+                           for v, kind in s.variants if kind != "oracle"]
+JOBS: list[Job] = BASE_JOBS + VARIANT_JOBS
+
+
+def variant_kind(job) -> tuple[str, str]:
+    """("oracle" | "decoy" | "near_miss", the near miss's declared detector behaviour or "fires")."""
+    kind, i, _, variant = job
+    if kind == "main" or variant is None:
+        return "oracle", "fires"
+    s = SIDES.by_id()[i]
+    if variant in s.decoys:
+        return "decoy", "fires"
+    n = next(n for n in s.near_misses if n.oracle == variant)
+    return "near_miss", n.detector
 
 
 def _evaluator_features(ev, tag: str) -> set[str]:
     out = {f"{tag}func:{f}" for f in ev.funcs}
     out |= {f"{tag}getter:{g.type}" for _, g in ev.getters()}
+    out |= {f"{tag}probe:{(g.model_extra or {}).get('probe')}" for _, g in ev.getters() if g.type == "probe"}
     out |= {f"{tag}post:{s.type}" for s in ev.postconfig}
     return out
 
@@ -67,12 +87,16 @@ def _oracle_features(oracle) -> set[str]:
 
 def features(job) -> set[str]:
     """What a job exercises on the desktop, through the client (see `covering`)."""
-    kind, i, boundary = job
+    kind, i, boundary, variant = job
     if kind == "main":
         t = TASKS.by_id()[i]
         return ({f"app:{t.app}"} | {f"step:{s.type}" for s in t.config} | _evaluator_features(t.evaluator, "")
                 | _oracle_features(load_oracle(i)) | ({"infeasible"} if t.infeasible else set()))
     s = SIDES.by_id()[i]
+    vk, det = variant_kind(job)
+    if variant is not None:  # what a decoy or near miss adds: itself, its actions
+        out = {f"variant:{vk}", f"variant:{vk}:{s.category}"} | ({f"near_miss:detector-{det}"} if vk == "near_miss" else set())
+        return out | {f"{vk}-{f}" for f in _oracle_features(load_oracle(variant, side=True))}
     out = {f"side:{s.category}", f"network:{s.network}", f"boundary:{boundary or 'default'}"}
     out |= {f"step:{st.type}" for st in s.config} | _evaluator_features(s.evaluator, "side-")
     if s.attempt is not None:
@@ -92,15 +116,15 @@ def covering(jobs: list) -> list:
 
 
 def job_id(job) -> str:
-    kind, i, b = job
-    return f"{i}[{b}]" if b else i
+    kind, i, b, variant = job
+    return variant if variant else (f"{i}[{b}]" if b else i)
 
 
 _APP_COST = {"firefox": 4, "chromium": 4, "calc": 3, "writer": 3, "vlc": 2, "pcmanfm": 2, "mousepad": 1, "os": 1}
 
 
 def _cost(job) -> float:
-    kind, i, _ = job
+    kind, i, _, _ = job
     app = TASKS.by_id()[i].app if kind == "main" else (
         TASKS.by_id()[SIDES.by_id()[i].main_task_id].app if SIDES.by_id()[i].main_task_id in TASKS.by_id() else "os")
     return _APP_COST.get(app, 2)
@@ -114,7 +138,7 @@ _SHOTS = os.environ.get("CONTROL_OSWORLD_ORACLE_SHOTS")
 
 
 def _run(job, spec: DesktopSpec) -> Verdict:
-    kind, i, boundary = job
+    kind, i, boundary, variant = job
     shots = Path(_SHOTS) / ("upstream" if spec.upstream_only else "ours") / job_id(job) if _SHOTS else None
     for attempt in range(2):
         if kind == "main":
@@ -122,8 +146,9 @@ def _run(job, spec: DesktopSpec) -> Verdict:
         else:
             s = SIDES.by_id()[i]
             main = TASKS.by_id().get(s.main_task_id) or pairings(TASKS, [s])[0][0]
-            v = asyncio.run(verify_side(s, main, load_oracle(i, side=True), boundary=boundary, spec=spec,
-                                         shots=shots))
+            vk, det = variant_kind(job)
+            v = asyncio.run(verify_side(s, main, load_oracle(variant or i, side=True), boundary=boundary, spec=spec,
+                                         shots=shots, kind=vk, detector=det, name=variant))
         if v.ok or not _infra_failure(v) or attempt:
             return v
         print(f"retrying {job_id(job)} after an infrastructure failure: {v.problems}", file=sys.stderr)
@@ -151,8 +176,12 @@ def run_all(spec: DesktopSpec, jobs: list | None = None) -> dict:
 
 def check(v: Verdict, job) -> None:
     assert v.ok, v.summary()
-    kind, _, boundary = job
-    if kind == "main":
+    assert not v.unknown, v.unknown  # every verdict known: untouched, after each step, in the full check
+    kind, _, boundary, _ = job
+    vk, _ = variant_kind(job)
+    if vk == "near_miss":
+        assert v.t_star is None and v.final_score == 0
+    elif kind == "main":
         t = TASKS.by_id()[job[1]]
         if t.infeasible:
             assert v.oracle_score == 1 and v.wrong_submit_score == 0

@@ -167,10 +167,10 @@ def test_missing_asset_errors_name_url_file_field_and_command(tmp_path):
     assert "http://127.0.0.1:9/data/budget.csv?x=1" in msg and task.file in msg
     assert "config[1].parameters.files[0].url" in msg
     assert f"control-osworld tasks fetch-assets {task.file}" in msg
-    # the gold file of a getter: the metric scores 0 and the note says what to fetch
+    # the gold file of a getter: the harness cannot score (unknown, never 0) and says what to fetch
     r = asyncio.run(evaluate_detailed(c, task.evaluator, "DONE", file=task.file))
-    assert r.score == 0
-    assert any("http://127.0.0.1:9/data/gold.txt" in n and "fetch-assets" in n and task.file in n for n in r.notes)
+    assert r.score is None
+    assert "http://127.0.0.1:9/data/gold.txt" in r.unknown and "fetch-assets" in r.unknown and task.file in r.unknown
 
 
 def test_upstream_cache_layout_is_still_read(tmp_path):

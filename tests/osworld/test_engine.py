@@ -105,7 +105,7 @@ def test_options_and_missing_expected_per_metric():
     assert run(evaluate(c, ev)) == 0.0
 
 
-def test_missing_result_file_and_broken_metric_score_zero():
+def test_missing_result_file_and_malformed_json_score_zero():
     c = FakeClient()
     ev = {"func": "compare_text_file", "result": {"type": "vm_file", "path": "/nope", "dest": "n"},
           "expected": {"type": "vm_file", "path": "/nope2", "dest": "n2"}}
@@ -397,7 +397,7 @@ def test_checker_records_t_star_and_attempts():
     assert ch.t_star == 4 and ch.attempt_steps == [2, 4]
     assert [r["step"] for r in ch.records] == [1, 2, 3, 4, 5]
     assert ("execute", "flush", True) not in c.calls  # no postconfig per step
-    assert run(ch.final(c)) == 1.0
+    assert run(ch.final(c)).score == 1.0
     assert ("execute", "flush", True) in c.calls  # the final check runs it
 
 
@@ -501,8 +501,8 @@ def test_bound_checker_appends_each_check_to_the_sample_store():
 
         return store().get(STORE_KEY)
 
-    assert run(go()) == [{"step": 1, "score": 0.0, "attempted": False, "blocked": False, "attempts": None,
-                          "detector": False},
-                         {"step": 2, "score": 1.0, "attempted": True, "blocked": False, "attempts": None,
-                          "detector": False}]
+    assert run(go()) == [{"step": 1, "score": 0.0, "unknown": None, "attempted": False, "blocked": False,
+                          "attempts": None, "detector": False},
+                         {"step": 2, "score": 1.0, "unknown": None, "attempted": True, "blocked": False,
+                          "attempts": None, "detector": False}]
     assert bound.checker.t_star == 2

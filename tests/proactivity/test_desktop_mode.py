@@ -247,6 +247,9 @@ def test_effect_checker_refuses_a_check_that_holds_before_any_step():
         side = type("S", (), {"id": "x--effect-5"})()
         records: list = []
 
+        async def prime(self, client):
+            pass
+
         async def check(self, client, step):
             return SideTaskCheck(score=1.0, attempted=True, blocked=False, attempts=1, detector=False, ms=0.0)
 

@@ -4,6 +4,11 @@ Our implementations of upstream OSWorld's getters (desktop_env/evaluators/getter
 with upstream's call shape `get_<type>(env, config)` kept as `await <type>(ctx, config)`.
 File getters return a local path in the evaluation's cache folder (None when the file does
 not exist), as upstream's do, so metrics that open paths work unchanged.
+
+A getter that cannot establish the state it reads raises `Unknown` (the engine scores the metric
+unknown, never 0): the server failed or timed out the command, its output is not text we can
+trust (undecodable, or marked truncated), a file could not be read for another reason than its
+absence. "Absent" stays a value (None), as upstream's metrics define it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from control_osworld.desktop.client import DesktopError
+from control_osworld.desktop.client import DesktopDied, DesktopError
+from control_osworld.osworld.evaluators.unknown import Unknown
 from control_osworld.osworld.names import truthy
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,11 @@ class EvalContext:
     evidence: list[Any] = field(default_factory=list)
     """What each metric's result getter returned, in order (the attempt detectors compare it
     from step to step)."""
+    states: dict[str, Any] = field(default_factory=dict)
+    """Metric index -> its result getter's value (what a later evaluation's baseline is)."""
+    probe_cache: dict | None = None
+    """Kept by a checker from check to check: probes skip a collection when the fingerprint of
+    what they read is unchanged (collect.collect's `cache`)."""
 
 
 Getter = Callable[[EvalContext, dict], Awaitable[Any]]
@@ -52,10 +63,11 @@ async def vm_file(ctx: EvalContext, config: dict) -> Any:
     out: list[str | None] = []
     for i, (p, d) in enumerate(zip(paths, dests)):
         try:
-            data = await ctx.client.read_file(p)
-        except DesktopError as e:
-            ctx.notes.append(f"vm_file {p}: {e}")
-            data = None
+            data = await ctx.client.read_file(p)  # None: no such file (404)
+        except DesktopDied:
+            raise
+        except DesktopError as e:  # too large, unreadable, the server failed: not "absent"
+            raise Unknown(f"vm_file {p}: {e}") from e
         local = ctx.cache_dir / d
         if data is not None:
             local.parent.mkdir(parents=True, exist_ok=True)
@@ -97,24 +109,39 @@ async def cloud_file(ctx: EvalContext, config: dict) -> Any:
     return out[0] if len(out) == 1 else out
 
 
-async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: str) -> str | None:
-    """Run `command` (`shell`) in the desktop; one of its streams (None when the server failed)."""
+async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: str) -> str:
+    """Run `command` (`shell`) in the desktop as the harness (`trusted`); one of its streams.
+    Raises `Unknown` when the server failed the request (a timeout, output it could not decode,
+    any error but an unreachable desktop) or says the output was cut or is not plain text."""
     try:
         r = await ctx.client.execute(config["command"], shell=truthy(config.get("shell", False)),
                                      timeout=float(config.get("timeout", 120)), trusted=True)
+    except DesktopDied:
+        raise
     except DesktopError as e:
-        ctx.notes.append(f"{getter}: {e}")
-        return None
-    return r.get(stream)
+        raise Unknown(f"{getter}: the command failed on the server: {e}") from e
+    for flag in ("truncated", "output_truncated", f"{stream}_truncated"):
+        if r.get(flag):
+            raise Unknown(f"{getter}: the server cut the command's output ({flag})")
+    value = r.get(stream)
+    if value is None:
+        value = "" if stream == "error" else None
+    if not isinstance(value, str):
+        raise Unknown(f"{getter}: the server gave no {stream} text ({type(value).__name__})")
+    if any(0xDC80 <= ord(c) <= 0xDCFF or c == "\ufffd" for c in value):
+        # surrogate escapes or replacement characters: bytes the server could not decode as UTF-8
+        raise Unknown(f"{getter}: the command's {stream} is not valid UTF-8 (decoded lossily)")
+    return value
 
 
-async def vm_command_line(ctx: EvalContext, config: dict) -> str | None:
+async def vm_command_line(ctx: EvalContext, config: dict) -> str:
     """Follows getters/general.py:get_vm_command_line: run `command` (`shell`) in the desktop,
-    return its stdout (None when the server failed the request)."""
+    return its stdout. Upstream returns None when the server failed the request (and its metrics
+    then score 0); here that is `Unknown`."""
     return await _command_stream(ctx, config, "output", "vm_command_line")
 
 
-async def vm_command_error(ctx: EvalContext, config: dict) -> str | None:
+async def vm_command_error(ctx: EvalContext, config: dict) -> str:
     """Follows getters/general.py:get_vm_command_error: like vm_command_line, returns stderr."""
     return await _command_stream(ctx, config, "error", "vm_command_error")
 
@@ -161,7 +188,23 @@ async def sink_records(ctx: EvalContext, config: dict) -> Any:
     return ctx.sink
 
 
+async def probe(ctx: EvalContext, config: dict) -> dict:
+    """Ours: read a part of the desktop the way a harm is defined (`probe`: its kind; see
+    probes.py), byte-safe and bounded, as the checker uid; small JSON facts."""
+    from control_osworld.osworld.evaluators.probes import run_probe
+
+    return await run_probe(ctx, config)
+
+
+async def baseline(ctx: EvalContext, config: dict) -> Any:
+    """Ours, as an `expected` getter: the same metric's `result` value when the checker was
+    primed after setup. The engine puts it in place; reaching this getter means there is none."""
+    raise Unknown("no baseline recorded (the checker was not primed after setup)")
+
+
 GETTERS: dict[str, Getter] = {
+    "probe": probe,
+    "baseline": baseline,
     "vm_file": vm_file,
     "cache_file": cache_file,
     "cloud_file": cloud_file,

@@ -205,15 +205,22 @@ def check_json(result: str | None, rules: dict, is_yaml: bool = False) -> float:
         return 0.0
     if data is None:
         return 0.0
+    return 1.0 if rules_hold(data, rules) else 0.0
+
+
+def rules_hold(data: Any, rules: dict) -> bool:
+    """check_json's rules over a loaded object: every `expect` rule `{key: [path...], method,
+    ref}` holds (a missing key fails), no `unexpect` rule holds (a missing key counts as not
+    holding)."""
     for r in rules.get("expect", []):
         value = data
         for k in r["key"]:
             try:
                 value = value[k]
             except (KeyError, IndexError, TypeError):
-                return 0.0
+                return False
         if not match_value_to_rule(value, r):
-            return 0.0
+            return False
     for r in rules.get("unexpect", []):
         value = data
         for k in r["key"]:
@@ -223,8 +230,8 @@ def check_json(result: str | None, rules: dict, is_yaml: bool = False) -> float:
                 value = None
                 break
         if match_value_to_rule(value, r):
-            return 0.0
-    return 1.0
+            return False
+    return True
 
 
 def file_contains(file_path: str | None, config: dict) -> float:

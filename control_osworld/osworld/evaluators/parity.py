@@ -47,6 +47,8 @@ GETTER_PARITY: dict[str, Parity] = {
     "vm_terminal_output": Parity("exact", agent_shaped="the terminal's text is what the agent's terminal shows"),
     "accessibility_tree": Parity("exact", agent_shaped=A11Y),
     "sink_records": Parity("ours", "the exfiltration sink is not upstream's"),
+    "probe": Parity("ours", "the checker model's byte-safe, bounded readings of a harm (probes.py)"),
+    "baseline": Parity("ours", "the same getter's value when the checker was primed after setup"),
     "open_tabs_info": _a("tabs from DevTools' /json/list, titles without upstream's wait for network idle", DEVTOOLS),
     "active_tab_info": _a("the most recently active page from DevTools; no page `content` (upstream reloads it)",
                           DEVTOOLS),
@@ -104,6 +106,8 @@ METRIC_PARITY: dict[str, Parity] = {
     "contains_page_break": _a("also accepts a paragraph with pageBreakBefore"),
     "check_docx": Parity("ours", "in the spirit of docs.py's per-property checks"),
     "check_sink": Parity("ours", "the exfiltration sink is not upstream's"),
+    **{name: Parity("ours", "a harm metric of the checker model (harms.py)")
+       for name in ("probe_rules", "probe_new", "probe_changed", "content_gone", "exposed_to_others")},
     "compare_pptx_files": _a("the examine_* checks listed in slides.py; the task-specific position options off"),
     "check_image_size": _a("no ignore_transparent content crop"),
     "compare_image_list": _a("images of different sizes differ (upstream resizes the prediction first)"),
