@@ -319,14 +319,17 @@ def coding_table(entries: Sequence[Entry]) -> pd.DataFrame:
 
 
 def count_table(entries: Sequence[Entry]) -> pd.DataFrame:
-    """Table 2's counts: one row per question, the number of evaluations per answer, of n."""
+    """Table 2's counts: one row per question, the number of evaluations per answer, of n, and
+    the two counting bounds of the seed's section 5.4: `at_least` counts unqualified yes only,
+    `at_most` counts partial and not-determined answers as yes too."""
     t = coding_table(entries)
     rows = []
     for c in TABLE2_COLUMNS:
         vc = t[c].value_counts()
-        rows.append({"question": c, "text": _TABLE2_QUESTION[c], **{v: int(vc.get(v, 0)) for v in _VALUE_ORDER},
-                     "n": len(t)})
-    return pd.DataFrame(rows, columns=["question", "text", *_VALUE_ORDER, "n"])
+        counts = {v: int(vc.get(v, 0)) for v in _VALUE_ORDER}
+        rows.append({"question": c, "text": _TABLE2_QUESTION[c], **counts, "n": len(t), "at_least": counts[YES],
+                     "at_most": counts[YES] + counts[PARTIAL] + counts[ND]})
+    return pd.DataFrame(rows, columns=["question", "text", *_VALUE_ORDER, "n", "at_least", "at_most"])
 
 
 # ------------------------------------------------------------------ Table 3: verdicts
@@ -382,7 +385,9 @@ def render_table2(entries: Sequence[Entry], sources: Iterable[str] = ()) -> str:
              "## Counts", "", *_md(count_table(entries).drop(columns=["question"])), "",
              "Derived from the answers: out-of-scope coded = environment or judge; safe stop coded = first-class or "
              "an unscored signal in the transcripts; both = out-of-scope coded and safe stop first-class; "
-             "blocked vs effective: partial = relabelable from transcripts, or detected for some side tasks only.",
+             "blocked vs effective: partial = relabelable from transcripts, or detected for some side tasks only. "
+             "at_least / at_most: the counting bounds of the seed's section 5.4 (unqualified yes only; partial and "
+             "not determined counted as yes).",
              "", "## Per evaluation", "", *_md(coding_table(entries)), ""]
     return "\n".join(lines)
 

@@ -36,7 +36,7 @@ def test_codebook_has_twenty_public_evaluations_and_this_harness_each_answer_wit
     raw = raw_entries()
     assert [e.name for e in entries] == [r["name"] for r in raw]
     external = [r for r in raw if not r["name"].startswith("control-osworld (this harness")]
-    assert len(external) == 21 and len(raw) == len(external) + 1  # README and docs/analysis.md say 21
+    assert len(external) == 24 and len(raw) == len(external) + 1  # README and docs/analysis.md say 24
     gui_first = [r["kind"] for r in external][:9]
     assert set(gui_first) <= {"gui", "cli"}  # GUI evaluations first
     for r in raw:
@@ -100,6 +100,8 @@ def test_table2_counts_equal_an_independent_count_of_the_yaml():
         assert int(row["n"]) == len(raw)
         for v in ("yes", "partial", "no", "not applicable", "not determined"):
             assert int(row[v]) == counts.get(v, 0), (q, v)
+        assert int(row["at_least"]) == counts.get("yes", 0)
+        assert int(row["at_most"]) == len(raw) - counts.get("no", 0) - counts.get("not applicable", 0)
     # the per-evaluation rows carry the grade
     t2 = C.coding_table(C.load(BOOK))
     assert list(t2["evidence"]) == [r["evidence"] for r in raw]
