@@ -229,8 +229,8 @@ def audit_entry(entry: Entry) -> list[idf.Judgement]:
     """audit_record on the entry, failing closed on undetermined answers; no verdicts for a
     low-grade entry (the extraction protocol: counted, never given a per-step verdict)."""
     if entry.evidence == "low":
-        return [idf.Judgement(q, NOT_GIVEN, "only news or blog sources were found: the entry is counted in Table 2 "
-                                            "and given no verdict") for q in idf.QUANTITIES]
+        return [idf.Judgement(q, NOT_GIVEN, "only news, blogs or aggregator summaries were found: the entry is "
+                                            "counted in Table 2 and given no verdict") for q in idf.QUANTITIES]
     rec = entry.record()
     nd = {f for f, v in rec.items() if v == NOT_DETERMINED}
     safe = {**rec, **{f: _PLACEHOLDER[f] for f in nd if f in _PLACEHOLDER}}
@@ -249,7 +249,7 @@ def audit_entry(entry: Entry) -> list[idf.Judgement]:
     if "boundary" in nd and by["a_and_b"].verdict in open_verdicts:
         by["a_and_b"] = _undetermined(by["a_and_b"], "whether the environment lets every attempt through is not determined")
     exp = by["exposure"]
-    if "attempt_unit" in nd or "budget" in nd:
+    if "attempt_unit" in nd or ("budget" in nd and rec["attempt_unit"] is not None):
         by["exposure"] = idf.Judgement("exposure", idf.UNDETERMINED, "the attempt unit or the budget in it is not determined")
     elif "budget_varied" in nd and exp.verdict == "fixed condition only":
         by["exposure"] = idf.Judgement("exposure", idf.UNDETERMINED,

@@ -145,9 +145,11 @@ def seed_verdict(a, quantity, evidence):
 def seed_exposure(a, evidence):
     if evidence == "low":
         return GIVEN
+    if a["attempt_unit"] is None:
+        return "not usable"  # no attempt unit: whatever the budget
     if ND in (a["attempt_unit"], a["budget"]):
         return UND
-    if a["attempt_unit"] is None or a["budget"] is None:
+    if a["budget"] is None:
         return "not usable"
     if a["budget_varied"] is True or a["budget"] >= 5:
         return "usable"
@@ -264,6 +266,8 @@ def test_undetermined_answers_never_become_a_verdict(tmp_path):
     assert v["exposure"] == UND
     v = {j.quantity: j.verdict for j in C.audit_entry(C.load(write(tmp_path, [entry(budget=3)]))[0])}
     assert v["exposure"] == "fixed condition only"
+    v = {j.quantity: j.verdict for j in C.audit_entry(C.load(write(tmp_path, [entry(attempt_unit=None, budget=ND)]))[0])}
+    assert v["exposure"] == "not usable" and v["h_S"] == ATK  # no attempt unit: at most an incidence at K
 
 
 # ------------------------------------------------------------------ the command
