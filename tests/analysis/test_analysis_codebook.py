@@ -297,3 +297,18 @@ def test_audit_command_reports_a_bad_codebook(tmp_path):
     p = write(tmp_path, [with_answer("safe_stop", answer="first_class", source="s")])
     r = CliRunner().invoke(audit_command, ["--codebook", str(p), "--out", str(tmp_path / "o")])
     assert r.exit_code != 0 and "evaluation 1 (Bench X): field 'safe_stop': no evidence" in r.output
+
+
+def test_the_report_audits_the_codebook_beside_the_runs(tmp_path):
+    from control_osworld.analysis.cli import report_command
+    from control_osworld.analysis.synthetic import synthetic_dataset
+
+    runs, scores = synthetic_dataset(60, seed=3)
+    runs.to_parquet(tmp_path / "runs.parquet")
+    scores.to_parquet(tmp_path / "scores.parquet")
+    r = CliRunner().invoke(report_command, ["--logs", str(tmp_path / "runs.parquet"), "--scores", str(tmp_path / "scores.parquet"),
+                                            "--out", str(tmp_path / "r"), "--codebook", str(BOOK), "--resamples", "20", "--no-plots"])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "r" / "identifiability.md").read_text()
+    assert "## These runs" in md and "## External: OSWorld / OSWorld-Verified" in md and "evidence: medium" in md
+    assert f"| h_S | {C.NOT_GIVEN} |" in md  # the low-grade entries: no verdict
