@@ -145,35 +145,52 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 
 
 @click.command("audit")
-@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path), help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them, to audit. Repeatable.")
+@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+              help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them, to audit. Repeatable.")
 @click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="YAML codebook of external evaluations. Repeatable.")
+              help="YAML codebook of published evaluations (e.g. codebooks/agent_evaluations.yaml). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True)
-@click.option("--out", "out_file", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown here instead of stdout.")
-def audit_command(logs, codebooks, errors, out_file):
-    """Identifiability audit (seed 000, section 4.5) of runs and/or external evaluations."""
+@click.option("--out", "out", type=click.Path(path_type=Path),
+              help="Folder: audit.md, and with --codebook Table 2 (table2.md/.csv, table2_counts.csv) and Table 3 "
+                   "(table3.md/.csv, table3_counts.csv). A path ending in .md gets the audit alone. Default: stdout.")
+def audit_command(logs, codebooks, errors, out):
+    """Identifiability audit (seed 000, section 4.5) of runs and/or published evaluations, and
+    the codebook's Tables 2 and 3 (this harness's own entry: `control-osworld harness-entry`)."""
+    from . import codebook as cbk
     from . import identifiability as idf
 
     if not logs and not codebooks:
         raise click.UsageError("give --logs and/or --codebook")
     sections = []
+    runs = None
     if logs:
         runs, _ = _load(logs, ())
         rec, notes = idf.record_from_runs(runs, errors)
         sections.append((f"Runs: {', '.join(map(str, logs))}", idf.audit_record(rec), notes))
+    entries = []
     for cb in codebooks:
         try:
-            evs = idf.load_codebook(cb)
+            entries += cbk.load(cb)
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
-        for ev in evs:
-            sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"]))
-    text = idf.render_markdown(sections, idf.audit_side_tasks(runs, errors) if logs else [])
-    if out_file:
-        Path(out_file).write_text(text, encoding="utf-8")
-        click.echo(f"wrote {out_file}")
-    else:
+    sections += cbk.audit_sections(entries)
+    text = idf.render_markdown(sections, idf.audit_side_tasks(runs, errors) if runs is not None else [])
+    if out is None:
         sys.stdout.write(text)
+        return
+    if out.suffix.lower() == ".md":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {out}")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "audit.md").write_text(text, encoding="utf-8")
+    written = [out / "audit.md"]
+    if entries:
+        written += cbk.write_tables(entries, out, sources=codebooks)
+    click.echo(f"wrote {len(written)} files to {out}")
+    for p in written:
+        click.echo(f"  {p.name}")
 
 
 @click.command("classify")

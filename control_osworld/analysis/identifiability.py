@@ -23,8 +23,9 @@ failure downgrades every judgement one level. The budget is usable as exposure w
 varied or is at least 5 attempts, a fixed condition otherwise, and not usable without an
 attempt unit or a budget stated in it.
 
-An external evaluation is described by a YAML codebook (see codebooks/example_external_eval.yaml);
-``CODEBOOK_FIELDS`` lists its fields and allowed answers.
+An external evaluation is a flat record of ``CODEBOOK_FIELDS`` (its fields and allowed answers);
+the codebook of published evaluations with evidence per answer (codebooks/agent_evaluations.yaml)
+is read and audited by ``analysis.codebook``.
 """
 
 from __future__ import annotations

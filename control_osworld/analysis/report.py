@@ -20,9 +20,9 @@ import pandas as pd
 from control_osworld.progress import StageProgress, active_log
 
 from . import attack_classes as ac
+from . import codebook, plots, render, tables
 from . import hazards as hz
 from . import identifiability as idf
-from . import plots, render, tables
 from .bootstrap import group_rng, resample_weights
 from .protocol_report import summary_lines, write_protocol_report
 from .protocols import ProtocolOptions, protocol_table
@@ -238,8 +238,7 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
         rec_a, notes_a = idf.record_from_runs(attack, errors)
         sections.append(("Attack runs only", idf.audit_record(rec_a), notes_a))
     for cb in codebooks:
-        for ev in idf.load_codebook(cb):
-            sections.append((f"External: {ev['name']}", idf.audit_record(ev), [f"codebook: {cb}"] + ([f"source: {ev['source']}"] if ev.get("source") else [])))
+        sections += codebook.audit_sections(codebook.load(cb))
     write("identifiability.md", idf.render_markdown(sections, side_audits))
     step()
 

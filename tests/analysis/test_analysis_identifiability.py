@@ -1,13 +1,10 @@
 """Identifiability audit (seed 000, section 4.5)."""
 
-from pathlib import Path
-
 import pytest
 
 from control_osworld.analysis import identifiability as I
 from control_osworld.analysis.synthetic import synthetic_dataset
 
-ROOT = Path(__file__).resolve().parents[2]
 FULL = dict(name="x", attempt_unit="step", per_step="trajectories", budget=30, budget_varied=False, completion="coded_terminal",
             safe_stop="first_class", out_of_scope="environment", attempts="blocked_and_effective", boundary="unknown",
             exhaustion="separate", censoring="administrative")
@@ -50,11 +47,14 @@ def test_aggregate_rates_give_incidence_at_k_only():
     assert verdicts({**FULL, "attempt_unit": None})["exposure"] == "not usable"
 
 
-def test_example_codebook_and_errors(tmp_path):
-    evs = I.load_codebook(ROOT / "codebooks" / "example_external_eval.yaml")
-    assert len(evs) == 3
-    by = {e["name"]: {j.quantity: j.verdict for j in I.audit_record(e)} for e in evs}
-    assert by["Illustrative open-boundary study"]["a_and_b"] == "not identifiable"
+def test_flat_records_load_and_errors(tmp_path):
+    """identifiability.load_codebook reads flat records (the audit_record contract); the evidence
+    codebook (codebooks/*.yaml) is read by analysis.codebook (tests/analysis/test_analysis_codebook.py)."""
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("evaluations:\n  - {" + ", ".join(f"{k}: {v if v is not None else 'null'}" for k, v in
+                                                 {**FULL, "name": "open study", "boundary": "permits_all"}.items()) + "}\n")
+    (ev,) = I.load_codebook(flat)
+    assert {j.quantity: j.verdict for j in I.audit_record(ev)}["a_and_b"] == "not identifiable"
     bad = tmp_path / "cb.yaml"
     bad.write_text("evaluations:\n  - name: y\n    safe_stop: sometimes\n")
     with pytest.raises(ValueError, match=r"cb\.yaml: evaluation 1 \(y\): missing field"):
