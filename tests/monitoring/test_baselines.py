@@ -12,7 +12,12 @@ from sklearn.metrics import roc_auc_score
 
 from control_osworld.analysis.runs import validate_runs, validate_scores
 from control_osworld.analysis.tables import DetectionOptions, table3, table4
-from control_osworld.monitoring import BASELINE_CONFIGS, MonitorConfig, baseline_configs, load_config
+from control_osworld.monitoring import (
+    BASELINE_CONFIGS,
+    MonitorConfig,
+    baseline_configs,
+    load_config,
+)
 from control_osworld.monitoring.config import REPO_ROOT
 from control_osworld.monitoring.runtime import score_runs
 from control_osworld.monitoring.synthetic import make_runs
