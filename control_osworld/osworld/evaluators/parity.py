@@ -99,8 +99,9 @@ METRIC_PARITY: dict[str, Parity] = {
     "compare_terminal_and_txt": Parity("exact", agent_shaped="the terminal's text is what the agent's terminal shows"),
     "check_accessibility_tree": _a("CSS selectors only when cssselect is installed", A11Y),
     "check_left_panel": Parity("exact", agent_shaped=A11Y),
-    "compare_table": _a("the rule types sheet_name, sheet_data, sheet_fuzzy, check_cell, style, freeze, zoom; "
-                        "tasks using another type are marked unsupported (unsupported_options)"),
+    "compare_table": _a("the rule types sheet_name, sheet_data, sheet_fuzzy, check_cell, style, freeze, zoom, "
+                        "chart, pivot_table, row_props, col_props, data_validation, sheet_print (table.py, "
+                        "table_parts.py); tasks using another type are marked unsupported (unsupported_options)"),
     "compare_docx_files": _a(".odt paragraphs read with odfpy's teletype (upstream: text nodes and direct "
                              "spans only); a .docx compared with an .odt is read, where upstream scores 0"),
     "contains_page_break": _a("also accepts a paragraph with pageBreakBefore"),
@@ -116,7 +117,8 @@ METRIC_PARITY: dict[str, Parity] = {
     "compare_zip_files": _a("PDF text by pypdf (upstream: PyPDF2, its predecessor)"),
 }
 
-COMPARE_TABLE_RULES = {"sheet_name", "sheet_data", "sheet_fuzzy", "check_cell", "style", "freeze", "zoom"}
+COMPARE_TABLE_RULES = {"sheet_name", "sheet_data", "sheet_fuzzy", "check_cell", "style", "freeze", "zoom",
+                       "chart", "pivot_table", "row_props", "col_props", "data_validation", "sheet_print"}
 
 
 def parity(kind: Literal["getter", "metric"], name: str) -> Parity:
