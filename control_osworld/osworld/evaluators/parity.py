@@ -55,6 +55,10 @@ GETTER_PARITY: dict[str, Parity] = {
     "bookmarks": E, "default_search_engine": E, "gimp_config_file": E, "vlc_config": E,
     "vlc_playing_info": E,
     "background_image_in_slide": E, "default_video_player": E,
+    "audio_in_slide": Parity("exact", "a deck that is no zip or lacks its embedded target is None (upstream raises)"),
+    "vm_wallpaper": _a("the image the desktop's server serves for POST /wallpaper: ours serves ~/.config/wallpaper "
+                       "(openbox has no GNOME background setting), upstream's the file gsettings' "
+                       "org.gnome.desktop.background picture-uri names; none set is None (upstream: an empty file)"),
     "enable_do_not_track": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
     "enable_safe_browsing": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
     "new_startup_page": _a("a missing/unreadable Preferences raises (upstream: \"Google\")"),
@@ -113,6 +117,10 @@ METRIC_PARITY: dict[str, Parity] = {
     "check_image_size": _a("no ignore_transparent content crop"),
     "compare_image_list": _a("images of different sizes differ (upstream resizes the prediction first)"),
     "compare_pdfs": _a(PYPDF),
+    "compare_audios": _a("decoded by soundfile and resampled by scipy's resample_poly (upstream: librosa.load with "
+                         "soxr), librosa's default MFCCs reimplemented in numpy (audio.py); fastdtw as upstream"),
+    "compare_videos": Parity("exact", "OpenCV and imagehash as upstream; a missing path scores 0 (upstream raises)"),
+    "compare_image_text": _a("text read by tesseract (upstream: easyocr); images Pillow cannot open score 0"),
     "compare_pdf_images": _a(PYPDF),
     "compare_zip_files": _a("PDF text by pypdf (upstream: PyPDF2, its predecessor)"),
 }
