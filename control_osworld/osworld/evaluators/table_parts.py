@@ -44,7 +44,8 @@ def load_charts(ws: Any, **options) -> dict[str, Any]:
     has none ({}). Charts with the same data source collapse to the last, as upstream.
 
     Where ours differs: upstream's `hasattr(ser.val, "numRef")` is true for a numRef of None,
-    whose missing `.f` then raises; ours falls through to strRef / "" instead."""
+    whose missing `.f` then raises; ours falls through to strRef / "" instead. An anchor part
+    that does not exist (a one-cell or absolute anchor has no `to`; upstream raises) is None."""
     if ws is None:
         return {}
     props = set(options.get("chart_props", []))
@@ -58,7 +59,9 @@ def load_charts(ws: Any, **options) -> dict[str, Any]:
             info["legend"] = ch.legend.position if ch.legend is not None else None
         if "anchor" in props:
             a = ch.anchor
-            info["anchor"] = [getattr(a, "editAs", None), a._from.col, a.to.row, a.to.col, a.to.row]
+            frm, to = getattr(a, "_from", None), getattr(a, "to", None)
+            info["anchor"] = [getattr(a, "editAs", None), getattr(frm, "col", None), getattr(to, "row", None),
+                              getattr(to, "col", None), getattr(to, "row", None)]
         if "width" in props:
             info["width"] = ch.width
         if "height" in props:

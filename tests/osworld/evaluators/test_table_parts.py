@@ -242,3 +242,48 @@ def test_only_unimplemented_rule_types_are_unsupported():
     rules = [{"type": k} for k in ("chart", "pivot_table", "row_props", "col_props", "data_validation", "sheet_print",
                                    "sparkline", "filter")]
     assert unsupported_options("compare_table", {"rules": rules}) == ["compare_table:sparkline", "compare_table:filter"]
+
+
+@pytest.fixture(scope="module")
+def lo_books(tmp_path_factory):
+    """Books as LibreOffice writes them (what upstream's tasks compare: the agent's file saved by
+    Calc, the gold made with Calc): openpyxl-made books converted by `soffice --headless`."""
+    import shutil
+    import subprocess
+
+    src = tmp_path_factory.mktemp("src")
+    out = tmp_path_factory.mktemp("lo")
+    books = {
+        "bar": _book(src / "bar.xlsx", chart="bar", hidden=(3,), dv=_dv()),
+        "bar2": _book(src / "bar2.xlsx", chart="bar", hidden=(3,), dv=_dv("D2:D1048576")),
+        "line": _book(src / "line.xlsx", chart="line", hidden=(2,), dv=_dv(formula='"Pass,Fail"')),
+        "pivot": _pivot_book(src / "pivot.xlsx"),
+        "pivot2": _pivot_book(src / "pivot2.xlsx"),
+        "pivot_other": _pivot_book(src / "pivot_other.xlsx", row_field=1),
+    }
+    soffice = shutil.which("soffice") or shutil.which("libreoffice")
+    assert soffice, "LibreOffice (soffice) is not installed"
+    subprocess.run([soffice, "--headless", "--norestore", f"-env:UserInstallation=file://{out}/profile",
+                    "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(out), *books.values()],
+                   check=True, capture_output=True, timeout=180)
+    return {k: str(out / f"{k}.xlsx") for k in books}
+
+
+@pytest.mark.slow
+def test_object_rules_on_libreoffice_written_books(lo_books):
+    b = lo_books
+    chart = _chart_rule(["type", "title"])
+    rows = {"type": "row_props", "sheet_idx0": 0, "sheet_idx1": "EI0", "props": ["hidden"]}
+    assert t(b["bar2"], b["bar"], rules=[{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}, chart, rows]) == 1
+    assert t(b["line"], b["bar"], rules=[chart]) == 0
+    assert t(b["line"], b["bar"], rules=[rows]) == 0
+    # Calc keeps the validation's range and list
+    dv = {"type": "data_validation", "sheet_idx": 0, "dv_props": DV_PROPS}
+    assert t(b["bar"], None, rules=[dv]) == 1 and t(b["bar2"], None, rules=[dv]) == 1
+    assert t(b["line"], None, rules=[dv]) == 0
+    pivot = {"type": "pivot_table", "sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2",
+             "pivot_props": ["col_fields", "filter", "row_fields", "data_fields"]}
+    assert t(b["pivot2"], b["pivot"], rules=[pivot]) == 1
+    assert t(b["pivot_other"], b["pivot"], rules=[pivot]) == 0
+    got = load_pivot_tables(openpyxl.load_workbook(b["pivot"])["Sheet2"], pivot_props=["row_fields", "data_fields"])
+    assert list(got.values()) == [{"row_fields": [0], "data_fields": ["2;;sum;normal"]}]
