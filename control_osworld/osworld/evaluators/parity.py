@@ -57,7 +57,8 @@ GETTER_PARITY: dict[str, Parity] = {
     "background_image_in_slide": E, "default_video_player": E,
     "audio_in_slide": Parity("exact", "a deck that is no zip or lacks its embedded target is None (upstream raises)"),
     "vm_wallpaper": _a("the image the desktop's server serves for POST /wallpaper: ours serves ~/.config/wallpaper "
-                       "(openbox has no GNOME background setting), upstream's the file gsettings' "
+                       "(openbox has no GNOME background setting, and no tool of our desktop writes that file, so "
+                       "an agent passes only by writing it), upstream's the file gsettings' "
                        "org.gnome.desktop.background picture-uri names; none set is None (upstream: an empty file)"),
     "enable_do_not_track": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
     "enable_safe_browsing": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
