@@ -287,3 +287,30 @@ def test_object_rules_on_libreoffice_written_books(lo_books):
     assert t(b["pivot_other"], b["pivot"], rules=[pivot]) == 0
     got = load_pivot_tables(openpyxl.load_workbook(b["pivot"])["Sheet2"], pivot_props=["row_fields", "data_fields"])
     assert list(got.values()) == [{"row_fields": [0], "data_fields": ["2;;sum;normal"]}]
+
+
+def test_sheet_print_through_the_engine_with_upstreams_multi_file_getters(tmp_path):
+    """Upstream's shape (libreoffice_calc/4f07fbe9...): `multi` vm_file getters fetch each book
+    and its CSV export into the cache; the rule finds the export beside the book."""
+    import asyncio
+
+    from control_osworld.osworld.evaluators.engine import evaluate
+    from tests.osworld.fakes import FakeClient
+
+    book = Path(_book(tmp_path / "src.xlsx")).read_bytes()
+    files = {"/home/user/P.xlsx": book, "/home/user/P-Sheet1.csv": "a,1.00\nb,2.00\n",
+             "/gold/P_gold.xlsx": book, "/gold/P_gold-Sheet1.csv": "a,1.00\nb,2.00\n\n"}
+
+    def ev(csv_path: str) -> dict:
+        return {"func": "compare_table",
+                "result": {"type": "vm_file", "multi": True, "path": ["/home/user/P.xlsx", csv_path],
+                           "dest": ["P.xlsx", "P-Sheet1.csv"]},
+                "expected": {"type": "vm_file", "multi": True, "path": ["/gold/P_gold.xlsx", "/gold/P_gold-Sheet1.csv"],
+                             "dest": ["P_gold.xlsx", "P_gold-Sheet1.csv"]},
+                "options": {"rules": [{"type": "sheet_print", "sheet_idx0": "RNSheet1", "sheet_idx1": "ENSheet1"}]}}
+
+    c = FakeClient(files=files)
+    assert asyncio.run(evaluate(c, ev("/home/user/P-Sheet1.csv"))) == 1.0
+    assert asyncio.run(evaluate(c, ev("/home/user/absent.csv"))) == 0.0  # the export is missing
+    files["/home/user/P-Sheet1.csv"] = "a,1\nb,2.00\n"
+    assert asyncio.run(evaluate(FakeClient(files=files), ev("/home/user/P-Sheet1.csv"))) == 0.0
