@@ -8,8 +8,11 @@ Approximate on purpose, in two places (the parity record says so):
   read as unreadable). Sample values differ slightly, so MFCCs differ in low digits.
 - the MFCCs are librosa's defaults reimplemented in numpy (`mfcc` below: 2048-point periodic
   Hann STFT, hop 512, centred with zero padding, power spectrum, 128 Slaney mel bands with
-  Slaney normalisation, dB with top_db 80, orthonormal DCT-II, 20 coefficients); tests check
-  the pieces against their definitions.
+  Slaney normalisation, dB with top_db 80, orthonormal DCT-II, 20 coefficients); on the same
+  samples they equal librosa 0.11's to 1e-4 (float32 rounding), and tests check the pieces
+  against their definitions and against librosa's values.
+Measured against upstream's function (librosa 0.11.0, fastdtw 0.3.4) on generated WAV/MP3
+pairs (tones, chirps, noise; 22.05-48 kHz), scores differ by at most 0.004.
 The alignment is upstream's own: the fastdtw package with scipy's cosine distance.
 """
 

@@ -60,6 +60,22 @@ def test_power_spectrogram_and_mfcc_shapes_and_values():
     assert n.tolist() == [[0.5, -1.0], [0.0, 0.0]]
 
 
+LIBROSA_MFCC = {  # librosa 0.11.0, librosa.feature.mfcc(y=y, sr=22050) of the signal below, coefficients 0-5
+    0: [-167.1459, 174.0194, -13.0885, 7.4015, 22.4133, 27.488],
+    10: [-458.0647, 52.2629, 6.6822, -18.4521, -8.2769, 9.1953],
+    43: [-167.2344, 174.1942, -13.0695, 7.3351, 22.3835, 27.5206],
+}
+
+
+def test_mfcc_equals_librosas_reference_values():
+    t = np.arange(22050) / 22050
+    y = (0.5 * np.sin(2 * np.pi * 440 * t) + 0.25 * np.sin(2 * np.pi * 1234 * t)).astype(np.float32)
+    m = audio.mfcc(y)
+    assert m.shape == (20, 44)
+    for frame, ref in LIBROSA_MFCC.items():
+        assert m[:6, frame] == pytest.approx(ref, abs=2e-3), frame
+
+
 @pytest.mark.slow
 def test_compare_audios_scores(tmp_path):
     import soundfile as sf
@@ -78,6 +94,10 @@ def test_compare_audios_scores(tmp_path):
     assert score("a.mp3") > 0.95  # lossy, same music
     assert score("other.wav") < 0.8 and score("noise.wav") < 0.5
     assert score("noise.wav") < score("other.wav") < score("a.mp3")
+    # upstream's compare_audios (librosa 0.11.0 + fastdtw) on these files: 0.974233, 0.999939, 0.633315
+    assert score("a.mp3") == pytest.approx(0.974233, abs=0.005)
+    assert score("half.wav") == pytest.approx(0.999939, abs=0.005)
+    assert score("other.wav") == pytest.approx(0.633315, abs=0.005)
     # upstream's edge cases: both empty or unreadable "perfectly similar", one of them 0, no path 0
     (tmp_path / "empty.wav").write_bytes(b"")
     (tmp_path / "junk.mp3").write_bytes(b"not audio at all" * 10)
