@@ -119,7 +119,8 @@ METRIC_PARITY: dict[str, Parity] = {
     "compare_image_list": _a("images of different sizes differ (upstream resizes the prediction first)"),
     "compare_pdfs": _a(PYPDF),
     "compare_audios": _a("decoded by soundfile and resampled by scipy's resample_poly (upstream: librosa.load with "
-                         "soxr), librosa's default MFCCs reimplemented in numpy (audio.py); fastdtw as upstream"),
+                         "soxr), librosa's default MFCCs reimplemented in numpy (audio.py; equal to librosa's to 1e-4); "
+                         "fastdtw as upstream; scores within 0.004 of upstream's on generated pairs; AAC/M4A unreadable"),
     "compare_videos": Parity("exact", "OpenCV and imagehash as upstream; a missing path scores 0 (upstream raises)"),
     "compare_image_text": _a("text read by tesseract (upstream: easyocr); images Pillow cannot open score 0"),
     "compare_pdf_images": _a(PYPDF),
