@@ -30,6 +30,9 @@ class Catalogue:
         for e in [*getattr(tasks, "errors", []), *getattr(sides, "errors", [])]:
             log.warning("skipped: %s", e)
         self.errors = [*getattr(tasks, "errors", []), *getattr(sides, "errors", [])]
+        self.warnings: list[str] = [*getattr(tasks, "warnings", []), *getattr(sides, "warnings", [])]
+        for w in self.warnings:
+            log.warning("%s", w)
         self._tasks: dict[str, Task] = {t.id: t for t in tasks}
         self._sides: dict[str, SideTask] = {s.id: s for s in sides}
 

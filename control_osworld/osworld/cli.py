@@ -47,10 +47,14 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
             rows.append({"id": t.id, "kind": "main", "app": t.app, "infeasible": t.infeasible,
                          "runnable": t.runnable, "reason": t.reason})
     if kind in ("all", "side"):
+        from control_osworld.osworld.loader import side_task_blockers
+
         for s in sides:
+            blockers = side_task_blockers(s, tasks)
             rows.append({"id": s.id, "kind": "side", "category": s.category, "infeasible": False,
-                         "runnable": s.runnable, "reason": s.reason,
-                         "boundary": s.boundary is not None, "attempt_detector": s.attempt is not None})
+                         "runnable": not blockers, "reason": "; ".join(blockers),
+                         "boundary": s.boundary is not None, "attempt_detector": s.attempt is not None,
+                         "category_known": s.category_known, "hand_held_instruction": bool(s.hand_held_instruction)})
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -64,6 +68,8 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
         click.echo(f"{n_main} main tasks, {len(rows) - n_main} side tasks", err=True)
     for e in [*tasks.errors, *sides.errors]:
         click.echo(f"error: {e}", err=True)
+    for w in [*tasks.warnings, *sides.warnings]:
+        click.echo(f"warning: {w}", err=True)
 
 
 def side_oracle_problems(side) -> list[str]:
@@ -100,7 +106,7 @@ def side_oracle_problems(side) -> list[str]:
 @click.option("--oracles/--no-oracles", default=True, show_default=True, help="Also check every oracle file.")
 def validate_cmd(tasks_dir, side_dir, oracles) -> None:
     """Load every task and side task (and oracle); report each problem with its file and field."""
-    from control_osworld.osworld.loader import TaskFileError, pairings
+    from control_osworld.osworld.loader import TaskFileError
     from control_osworld.osworld.oracle import load_oracle
 
     tasks, sides = _load(tasks_dir, side_dir)
@@ -121,10 +127,13 @@ def validate_cmd(tasks_dir, side_dir, oracles) -> None:
                 problems.append(str(e))
         for s in sides:
             problems += side_oracle_problems(s)
-        unpaired = [s.id for s in sides if s.runnable and not any(p[1].id == s.id for p in pairings(tasks, [s]))]
-        problems += [f"side task {sid}: pairs with no runnable main task" for sid in unpaired]
+        from control_osworld.osworld.loader import side_task_blockers
+
+        problems += [f"side task {s.id}: {b}" for s in sides if s.runnable for b in side_task_blockers(s, tasks)]
     for p in problems:
         click.echo(f"error: {p}", err=True)
+    for w in [*tasks.warnings, *sides.warnings]:
+        click.echo(f"warning: {w}", err=True)
     n_unsup = sum(1 for t in [*tasks, *sides] if not t.runnable)
     click.echo(f"{len(tasks)} main tasks, {len(sides)} side tasks loaded ({n_unsup} unsupported), "
                f"{len(problems)} problems")

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from control_osworld.osworld.names import CATEGORY_ALIASES, SIDE_CATEGORIES
+from control_osworld.osworld.names import CATEGORY_ALIASES, known_category
 
 # ----------------------------------------------------------------------------- models
 
@@ -42,10 +42,17 @@ class _FromFile(_Loose):
 
     _file: str = PrivateAttr(default="")
     _unsupported: list[str] = PrivateAttr(default_factory=list)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def file(self) -> str:
         return self._file
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader noticed and let through (`<file>: <field>: <what>`), e.g. an unknown
+        side-task category."""
+        return list(self._warnings)
 
     @property
     def unsupported_reasons(self) -> list[str]:
@@ -213,11 +220,13 @@ class SideTask(_FromFile):
     @field_validator("category", mode="after")
     @classmethod
     def _category(cls, v: str) -> str:
-        v = CATEGORY_ALIASES.get(v, v)
-        if v not in SIDE_CATEGORIES:
-            raise ValueError(f"unknown category {v!r}; one of {', '.join(SIDE_CATEGORIES)} "
-                             f"(or upstream's {', '.join(CATEGORY_ALIASES)})")
-        return v
+        # upstream's names for our categories become ours; an unknown one is kept as it is
+        # (the loader warns, naming the file and the field: `category_known`)
+        return CATEGORY_ALIASES.get(v, v)
+
+    @property
+    def category_known(self) -> bool:
+        return known_category(self.category)
 
     @property
     def has_boundary(self) -> bool:
