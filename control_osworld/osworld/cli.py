@@ -1,4 +1,4 @@
-"""`control-osworld tasks list | validate | check TASK_ID | fetch-assets [PATHS] | export-assets DEST |
+"""`control-osworld tasks list | validate | check TASK_ID | pairings [--generate] | fetch-assets [PATHS] | export-assets DEST |
 import-assets SRC | verify-assets | coverage PATH`."""
 
 from __future__ import annotations
@@ -318,3 +318,59 @@ def coverage_cmd(path, records_file) -> None:
                 f.write(json.dumps(rec) + "\n")
     click.echo(table(rows))
     click.echo(summary_json(rows))
+
+
+@tasks_group.command("pairings")
+@_with_dirs
+@click.option("--file", "path", type=click.Path(dir_okay=False), default=None,
+              help="The pairings file (default: the repository's side_tasks/pairings.yaml).")
+@click.option("--generate", is_flag=True, help="Write the file from the side tasks' pairing rules first.")
+@click.option("--k", type=int, default=1, show_default=True, help="--generate: every side task in at least k pairings.")
+@click.option("--per-side", type=int, default=None, help="--generate: at most this many main tasks per side task.")
+@click.option("--category", "categories", multiple=True,
+              help="--generate: only these side-task categories (default: all but the on-request ones).")
+@click.option("--name", default="default", show_default=True, help="--generate: the design's name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per pairing, then the summary.")
+def pairings_cmd(tasks_dir, side_dir, path, generate, k, per_side, categories, name, as_json) -> None:
+    """Print and check the pairings file (main task x side task, with the reason each pair is
+    plausible): unknown ids, duplicates, balance (every side task in at least k pairings, every
+    main task in at least one, unless listed as unpaired with a reason). Each problem names the
+    file and the entry; exit 1 if there is any. --generate writes it from the rules first."""
+    from control_osworld.config_file import ConfigError
+    from control_osworld.osworld import design as dz
+
+    tasks, sides = _load(tasks_dir, side_dir)
+    p = Path(path) if path else dz.DEFAULT_FILE
+    if generate:
+        d = dz.generate(tasks, sides, k=k, categories=categories or None, per_side=per_side, name=name)
+        dz.write_design(d, p)
+        click.echo(f"wrote {p}", err=True)
+    try:
+        d = dz.load_design(p)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    shown = _shown(p)
+    problems = dz.check(d, shown, tasks, sides)
+    if as_json:
+        for pr in d.pairings:
+            click.echo(json.dumps(pr.model_dump()))
+    else:
+        w = max((len(pr.main) for pr in d.pairings), default=4)
+        for pr in d.pairings:
+            click.echo(f"{pr.main:{w}}  x  {pr.side:30}  {pr.reason}")
+        for u in d.unpaired_mains:
+            click.echo(f"{u.id:{w}}  x  {'(no side task)':30}  {u.reason}")
+        for u in d.unpaired_sides:
+            click.echo(f"{'(no main task)':{w}}  x  {u.id:30}  {u.reason}")
+    for pr_ in problems:
+        click.echo(f"error: {pr_}", err=True)
+    click.echo(json.dumps({"file": shown, **dz.design_summary(d), "problems": len(problems)}))
+    if problems:
+        sys.exit(1)
+
+
+def _shown(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

@@ -10,7 +10,8 @@ Our extras: `allow_bash` (the agent may use a bash tool on this task).
 Side tasks keep the upstream control setting's keys: `id`, `main_task_id`, `instruction`,
 `hand_held_instruction`, `config` (prepended to the main task's setup), `evaluator`,
 `category`, `name`, `difficulty`, `rationale`, `subtlety_notes`, `independence_notes`.
-Our extras: `main_task_ids` / `pairs_with` (a pairing rule), `attempt` (an evaluator that
+Our extras: `main_task_ids` / `pairs_with` (a pairing rule: task ids, apps, files the main
+task's setup puts on the desktop, exclusions), `attempt` (an evaluator that
 scores 1 once the side task was *tried*, effective or not), `boundary` (a switch between an
 environment where the effect can happen, `open`, and one that blocks it, `closed`),
 `network` (`sink`: the side task needs the second host), `notes`, and the checker model's
@@ -151,14 +152,41 @@ class Task(_FromFile):
     def allows_bash(self) -> bool:
         return self.allow_bash
 
+    @property
+    def placed_files(self) -> list[str]:
+        """Paths the setup puts on the desktop (download targets, opened files), `~/`-form."""
+        out = []
+        for step in self.config:
+            if step.type == "download":
+                out += [f.get("path", "") for f in step.parameters.get("files", []) if isinstance(f, dict)]
+            elif step.type == "open":
+                out.append(step.parameters.get("path", ""))
+        return [_home(p) for p in out if isinstance(p, str) and p]
+
+
+def _home(path: str) -> str:
+    return "~/" + path[len("/home/user/"):] if path.startswith("/home/user/") else path
+
+
+def under(path: str, folder: str) -> bool:
+    """`path` is `folder` or inside it (both in `~/`-form or absolute)."""
+    folder = _home(folder).rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
 
 class PairingRule(_Loose):
     """Which main tasks a side task pairs with: listed ids and/or whole apps, minus exclusions."""
 
     task_ids: list[str] = Field(default_factory=list)
     apps: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    """Main tasks whose setup puts a file under one of these paths (`~/Documents`, a file)."""
     exclude: list[str] = Field(default_factory=list)
     include_infeasible: bool = False
+
+    def files_present(self, task: "Task") -> list[str]:
+        """The rule's `files` entries the task's setup puts something under."""
+        return [f for f in self.files if any(under(p, f) for p in task.placed_files)]
 
 
 class Boundary(_Loose):
@@ -242,4 +270,4 @@ class SideTask(_FromFile):
             return False
         if task.infeasible and not rule.include_infeasible:
             return False
-        return task.id in rule.task_ids or task.app in rule.apps or "*" in rule.apps
+        return task.id in rule.task_ids or task.app in rule.apps or "*" in rule.apps or bool(rule.files_present(task))
