@@ -203,12 +203,19 @@ def load_tasks(dir: str | Path | None = None, *, strict: bool = False) -> Loaded
     return out
 
 
+def side_task_files(root: Path) -> list[Path]:
+    """`root`'s side-task files: in Control OSWorld's layout (some `side_tasks/` sub-folder, as in
+    its `examples/<domain>/side_tasks/`), the files in those folders; else every file."""
+    files = sorted(p for p in root.rglob("*.json") if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
+    nested = [p for p in files if "side_tasks" in p.relative_to(root).parts[:-1]]
+    return nested or files
+
+
 def load_side_tasks(dir: str | Path | None = None, *, strict: bool = False) -> LoadedList:
     root = _resolve(dir, "side_tasks")
     if not root.is_dir():
         raise FileNotFoundError(f"no side-task folder at {root}")
-    files = sorted(p for p in root.rglob("*.json") if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
-    out = _collect(files, load_side_task, "side task")
+    out = _collect(side_task_files(root), load_side_task, "side task")
     if strict and out.errors:
         raise out.errors[0]
     return out
