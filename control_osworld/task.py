@@ -20,6 +20,7 @@ from inspect_ai import Task, task, task_with
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
 from control_osworld.desktop.provider import DesktopSpec
+from control_osworld.osworld.design import resolve_path
 from control_osworld.setting import OSWorldControlSetting
 
 
@@ -72,7 +73,7 @@ def osworld_control(
         desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
-        pairings_file=str(Path(pairings_file).resolve()) if pairings_file else None,
+        pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
         hand_held_instruction=hand_held_instruction,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).

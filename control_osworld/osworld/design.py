@@ -29,7 +29,7 @@ from control_osworld.osworld.names import ON_REQUEST_CATEGORIES
 from control_osworld.osworld.schema import SideTask, Task
 
 __all__ = ["DEFAULT_FILE", "Design", "Pair", "Unpaired", "check", "design_summary", "generate", "load_design",
-           "ordered_pairs", "pair_reason", "shown_path", "write_design"]
+           "ordered_pairs", "pair_reason", "resolve_path", "shown_path", "write_design"]
 
 DEFAULT_FILE = REPO / "side_tasks" / "pairings.yaml"
 
@@ -232,3 +232,12 @@ def shown_path(path: str | Path) -> str:
         return str(p.resolve().relative_to(REPO))
     except ValueError:
         return str(p)
+
+
+def resolve_path(path: str | Path) -> Path:
+    """A pairings file named on the command line: absolute, else relative to the working
+    directory, else to the repository (`inspect eval` runs a task file from its folder)."""
+    p = Path(path)
+    if p.is_absolute() or p.exists() or not (REPO / p).exists():
+        return p.resolve()
+    return (REPO / p).resolve()
