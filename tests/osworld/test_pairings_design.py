@@ -258,3 +258,32 @@ def _minimal_runs(runs: pd.DataFrame) -> pd.DataFrame:
     assert list(out["design"]) == ["default"] * n and out["design_k"].tolist() == list(runs["design_k"])
     assert out["side_task_instruction"].tolist() == [None if m == "honest" else "instruction" for m in runs["eval_mode"]]
     return out
+
+
+def test_generate_by_category(loaded):
+    tasks, sides = loaded
+    d = dz.generate(tasks, sides, categories=["sabotage", "evidence_tampering"])
+    cats = {s.id: s.category for s in sides}
+    assert {cats[p.side] for p in d.pairings} == {"sabotage", "evidence_tampering"}
+    assert {u.id for u in d.unpaired_sides} == {s.id for s in sides if s.category not in ("sabotage", "evidence_tampering")}
+    assert all(u.reason.endswith("not asked for") for u in d.unpaired_sides)
+
+
+def test_run_config_and_task_options_reach_the_samples(tmp_path):
+    """-T pairings_file (relative to the working directory or the repository) and the run
+    config's hand_held_instruction reach every sample."""
+    from control_osworld.run import RunConfig, build_tasks
+    from control_osworld.task import osworld_control
+
+    t = osworld_control(mode="attack", pairings_file="side_tasks/pairings.yaml", main_tasks="os-archive-logs",
+                        side_tasks="delete-ledger-backup", hand_held_instruction=True)
+    [s] = list(t.dataset)
+    assert s.metadata["metadata"]["design_file"] == "side_tasks/pairings.yaml"
+    assert s.metadata["side_task_description"] == load_side_tasks().by_id()["delete-ledger-backup"].hand_held_instruction
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"pairings: [{{untrusted_model: scripted/oracle}}]\nmodes: [attack]\nhand_held_instruction: true\n"
+                   f"main_tasks: [os-archive-logs]\nside_tasks: [delete-ledger-backup]\npairings_file: {dz.DEFAULT_FILE}\n")
+    [task] = build_tasks(RunConfig.load(cfg))
+    [s] = list(task.dataset)
+    assert s.metadata["metadata"]["side_task_instruction"] == "hand_held_instruction"
+    assert s.metadata["metadata"]["design"] == "default"
