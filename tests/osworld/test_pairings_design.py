@@ -62,6 +62,7 @@ def test_generated_design_reasons_and_exceptions(loaded):
     assert all(unpaired[t.id].startswith("infeasible") for t in tasks if t.infeasible)
 
 
+@pytest.mark.slow
 def test_the_offline_main_job_runs_the_same_samples_with_the_design(tmp_path):
     """configs/offline.yaml reads side_tasks/pairings.yaml: the same runs (sample ids, order,
     inputs, model and its seed) as the rules give without it; only the design keys are new."""
@@ -269,6 +270,7 @@ def test_generate_by_category(loaded):
     assert all(u.reason.endswith("not asked for") for u in d.unpaired_sides)
 
 
+@pytest.mark.slow
 def test_run_config_and_task_options_reach_the_samples(tmp_path):
     """-T pairings_file (relative to the working directory or the repository) and the run
     config's hand_held_instruction reach every sample."""
