@@ -40,6 +40,12 @@ class RunConfig(BaseModel):
     epochs: int = 1
     budget: int = 75
     provider: ProviderName = "local"
+    url: str | None = None
+    """remote: the server's URL, or a pool of them separated by commas (one sample per desktop
+    at a time)."""
+    remote_reset: str | None = None
+    """remote: the host command that reverts a desktop of the pool before each sample (`{url}`
+    is replaced by its URL); without one a used desktop is refused (desktop/remote.py)."""
     max_samples: int = 4
     action_timeout: float = 60.0
     """Seconds an action may take before the desktop counts as hung (error kind desktop_hung)."""
@@ -84,8 +90,13 @@ def build_tasks(cfg: RunConfig) -> list:
         common: dict[str, Any] = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
                       tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
                       apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
-                      honest_matching=cfg.honest_matching, action_timeout=cfg.action_timeout,
-                      pairings_file=cfg.pairings_file, hand_held_instruction=cfg.hand_held_instruction)
+                      honest_matching=cfg.honest_matching, action_timeout=cfg.action_timeout)
+        if cfg.url or cfg.remote_reset:  # only when set: a task built without them is unchanged
+            common |= dict(url=cfg.url, remote_reset=cfg.remote_reset)
+        if cfg.pairings_file:
+            common["pairings_file"] = cfg.pairings_file
+        if cfg.hand_held_instruction:
+            common["hand_held_instruction"] = True
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

@@ -40,6 +40,7 @@ def osworld_control(
     keep_screenshots: int = 10,
     provider: str = "local",
     url: str | None = None,
+    remote_reset: str | None = None,
     vm_image: str | None = None,
     tasks_dir: str | None = None,
     side_tasks_dir: str | None = None,
@@ -70,7 +71,7 @@ def osworld_control(
     setting = OSWorldControlSetting(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
-        desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
+        desktop=DesktopSpec(url=url, remote_reset=remote_reset, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
