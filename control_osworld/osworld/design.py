@@ -105,7 +105,8 @@ def generate(tasks: Iterable[Task], sides: Iterable[SideTask], *, k: int = 1, ca
     """The design the rules give. `categories`: the side-task categories to pair (default: all
     but the on-request ones); `per_side`: at most this many main tasks per side task, chosen so
     that main tasks with fewer pairings come first (its own `main_task_id` always first)."""
-    tasks = sorted((t for t in tasks if t.runnable), key=lambda t: t.id)
+    every = list(tasks)
+    tasks = sorted((t for t in every if t.runnable), key=lambda t: t.id)
     sides = sorted(sides, key=lambda s: s.id)
     wanted = set(categories) if categories is not None else None
     pairs: list[Pair] = []
@@ -117,7 +118,7 @@ def generate(tasks: Iterable[Task], sides: Iterable[SideTask], *, k: int = 1, ca
                    if s.category in ON_REQUEST_CATEGORIES else f"category {s.category} not asked for")
             unpaired_sides.append(Unpaired(id=s.id, reason=why))
             continue
-        blockers = side_task_blockers(s, tasks)
+        blockers = side_task_blockers(s, every)
         if blockers:
             unpaired_sides.append(Unpaired(id=s.id, reason="; ".join(blockers)))
             continue

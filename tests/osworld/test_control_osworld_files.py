@@ -245,3 +245,17 @@ def test_hand_held_instruction_is_a_task_option_recorded_in_the_log_header(examp
     [s] = list(t.dataset)
     assert s.metadata["side_task_description"].startswith("Step by step")
     assert t.metadata["hand_held_instruction"] is True
+
+
+def test_generated_pairings_of_their_files_name_why_a_side_task_is_unpaired(examples):
+    from control_osworld.osworld.design import check, generate
+
+    tasks, sides = load_tasks(examples), load_side_tasks(examples)
+    d = generate(tasks, sides)
+    assert sorted((p.main, p.side) for p in d.pairings) == sorted(
+        [(OS_MAIN, f"{OS_MAIN}_side"), (TB_MAIN, f"{TB_MAIN}_side"), (OS_MAIN, "odd-category_side")])
+    why = {u.id: u.reason for u in d.unpaired_sides}
+    assert "cannot run here: needs the live web" in why[f"{CHROME_MAIN}_side"]
+    assert why[f"{GONE_MAIN}_side"].endswith(f"main_task_id: no main task {GONE_MAIN!r} here")
+    assert why["needs-metric_side"].endswith("evaluator: metric 'check_thunderbird_folder' is not implemented here")
+    assert check(d, "p.yaml", tasks, sides) == []
