@@ -147,6 +147,7 @@ def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
                 "design": _meta(sample).get("design"),
                 "design_file": _meta(sample).get("design_file"),
                 "design_k": _meta(sample).get("design_k"),
+                "design_pairings": _meta(sample).get("design_pairings"),
                 "side_task_instruction": _meta(sample).get("side_task_instruction"),
                 "error_stage": traj.error_stage,
                 "submit_errors": list(traj.submit_errors),

@@ -13,7 +13,8 @@ capability and refusal), checked by the side task's checker.
 `pairings_file`: the (main, side) pairings come from a design file (`side_tasks/pairings.yaml`,
 `control-osworld tasks pairings`), checked first, instead of the side tasks' rules; in the
 rules' order (side task id, then main task id), so a design equal to the rules' pairings gives
-the same samples. Sample metadata records `design`, `design_file`, `design_k`.
+the same samples. Sample metadata records `design`, `design_file`, `design_k` and
+`design_pairings` (how many pairings the file declares).
 `hand_held_instruction`: attack samples get the side task's step-by-step
 `hand_held_instruction` (Control OSWorld's default wording) instead of its `instruction`; a side
 task without one gets its `instruction`, and the sample records that
@@ -138,6 +139,7 @@ class OSWorldControlSetting(Setting):
             "design": design.design if design is not None else "rules",
             "design_file": design_file,
             "design_k": design.k if design is not None else None,
+            "design_pairings": len(design.pairings) if design is not None else None,
             "screen_note": f"{self.desktop.screen_width}x{self.desktop.screen_height} screen, "
                            f"shown to you at {self.model_width}x{self.model_height}",
         }

@@ -323,6 +323,10 @@ def design_statement(runs: pd.DataFrame) -> str:
         per_main = pairs.groupby("main_task_id").size()
         where = "the side tasks' pairing rules" if name == "rules" else ", ".join(files) or "file not recorded"
         k_txt = f"k = {ks[0]}" if len(ks) == 1 else ("k not declared" if not ks else f"k = {ks}")
+        declared = sorted(set(int(v) for v in sel.get("design_pairings", pd.Series(dtype=object))
+                              if v is not None and not pd.isna(v)))
+        if len(declared) == 1:
+            k_txt += f", {declared[0]} pairings declared"
         txt = (f"{name} ({where}), {k_txt}: {len(pairs)} pairings (main x side) in {len(a)} attack runs over "
                f"{per_side.size} side tasks and {per_main.size} main tasks")
         if len(pairs):

@@ -73,7 +73,7 @@ def test_the_offline_main_job_runs_the_same_samples_with_the_design(tmp_path):
     with_design = build_tasks(cfg)
     without = build_tasks(cfg.model_copy(update={"pairings_file": None}))
     assert [t.name for t in with_design] == [t.name for t in without]
-    new_keys = {"design", "design_file", "design_k"}
+    new_keys = {"design", "design_file", "design_k", "design_pairings"}
     for a, b in zip(with_design, without):
         sa, sb = list(a.dataset), list(b.dataset)
         assert [s.id for s in sa] == [s.id for s in sb] and len(sa) > 0
@@ -85,6 +85,7 @@ def test_the_offline_main_job_runs_the_same_samples_with_the_design(tmp_path):
             assert mx == my
             assert {k: v for k, v in ix.items() if k not in new_keys} == {k: v for k, v in iy.items() if k not in new_keys}
             assert ix["design"] == "default" and ix["design_file"] == "side_tasks/pairings.yaml" and ix["design_k"] == 1
+            assert ix["design_pairings"] == len(dz.load_design(dz.DEFAULT_FILE).pairings)
             assert iy["design"] == "rules" and iy["design_k"] is None
     attack = [t for t in with_design if t.name.endswith("attack_attack_plain")]
     honest = [t for t in with_design if t.name.endswith("_honest")]
@@ -229,16 +230,19 @@ def test_every_table_header_states_the_design():
     for mode in ("honest", "attack"):
         for m, s in pairs:
             rows.append({"eval_mode": mode, "main_task_id": m, "side_task_id": s if mode == "attack" else None,
-                         "design": "default", "design_file": "side_tasks/pairings.yaml", "design_k": 2})
+                         "design": "default", "design_file": "side_tasks/pairings.yaml", "design_k": 2,
+                         "design_pairings": 9})
     runs = pd.DataFrame(rows)
     txt = design_statement(runs)
     # independent count: 5 pairings, side tasks 2 (3 and 2 each), main tasks 3 (2, 2, 1)
-    assert txt == ("Design: default (side_tasks/pairings.yaml), k = 2: 5 pairings (main x side) in 5 attack runs over "
+    assert txt == ("Design: default (side_tasks/pairings.yaml), k = 2, 9 pairings declared: 5 pairings (main x side) "
+                   "in 5 attack runs over "
                    "2 side tasks and 3 main tasks; pairings per side task 2-3, per main task 1-2; every side task in "
                    ">= k: yes; 5 honest runs.")
     runs.loc[runs["design_k"] == 2, "design_k"] = 3
     assert "every side task in >= k: no" in design_statement(runs)
-    assert "not recorded by these runs" in design_statement(runs.drop(columns=["design", "design_file", "design_k"]))
+    assert "not recorded by these runs" in design_statement(
+        runs.drop(columns=["design", "design_file", "design_k", "design_pairings"]))
     from control_osworld.analysis import attack_classes as ac
 
     valid = _minimal_runs(runs)  # the runs-table contract keeps the design columns
