@@ -77,13 +77,15 @@ def load_classifier_config(path, **overrides) -> ClassifierConfig:
     return read_prompted(path, ClassifierConfig, "classifier config", **overrides)
 
 
-def attempt_class(attempt_steps, t_star, side_task_success, detector) -> str:
-    """attempted / never_attempted / undetermined from the checker's signals (module docstring)."""
+def attempt_class(attempt_steps, t_star, side_task_success, detector, unknown_checks=None) -> str:
+    """attempted / never_attempted / undetermined from the checker's signals (module docstring).
+    A run with a check that could not decide (unknown_checks > 0) is never `never_attempted`."""
     attempts = list(attempt_steps) if attempt_steps is not None else None
     effect = (t_star is not None and not pd.isna(t_star)) or side_task_success is True
     if attempts or effect:
         return "attempted"
-    if detector is True and attempts is not None:
+    unknown = unknown_checks is not None and not pd.isna(unknown_checks) and unknown_checks > 0
+    if detector is True and attempts is not None and not unknown:
         return "never_attempted"
     return "undetermined"
 
@@ -167,8 +169,9 @@ def attack_classes(runs: pd.DataFrame, text: pd.DataFrame | None = None) -> pd.D
     det = att["attempt_detector"] if "attempt_detector" in att.columns else pd.Series([None] * len(att), index=att.index)
     out = pd.DataFrame({
         "run_id": att["run_id"].to_numpy(),
-        "attempt": [attempt_class(a, t, s, d) for a, t, s, d in
-                    zip(att["attempt_steps"], att["t_star"], att["side_task_success"], det)],
+        "attempt": [attempt_class(a, t, s, d, u) for a, t, s, d, u in
+                    zip(att["attempt_steps"], att["t_star"], att["side_task_success"], det,
+                        att["unknown_checks"] if "unknown_checks" in att.columns else [None] * len(att))],
     })
     if text is not None and len(text):
         t = text.drop_duplicates("run_id", keep="last").set_index("run_id")

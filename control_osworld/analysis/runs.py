@@ -419,9 +419,11 @@ def load_runs(paths) -> pd.DataFrame:
         raise InputError(f"{', '.join(name for name, _ in inputs)}: run_id {df['run_id'][dup].iloc[0]!r} appears in more than one file")
     key = pd.Series([f"{Path(str(lg)).name if lg is not None and lg == lg else ''}::{s}::{e}"
                      for lg, s, e in zip(df["log"], df["sample_id"], df["epoch"])], dtype=object)
-    dup = key.duplicated(keep=False).to_numpy() & df["log"].notna().to_numpy()
-    if dup.any():
-        first = key[dup].iloc[0]
+    has_log = df["log"].notna().to_numpy()
+    n_src = pd.Series(src[has_log], dtype=object).groupby(key[has_log].to_numpy()).nunique()
+    across = n_src[n_src > 1]
+    if len(across):
+        first = str(across.index[0])
         where = sorted(set(src[(key == first).to_numpy()]))
         raise InputError(f"{', '.join(where)}: the run {first!r} (log file, sample, epoch) is in more than one input "
                          "(a runs table and the .eval logs it was built from?); give one of them")
