@@ -141,8 +141,9 @@ def test_a_run_folder_is_read_once(tmp_path, monkeypatch):
     _log(tmp_path / "a.eval", [_sample("1", _traj(3, outcome="completed", outcome_step=3, submit_status="done")),
                                    _sample("2", _traj(4, t_star=2, outcome="escaped", outcome_step=2))])
     runs_table([str((tmp_path / "a.eval").resolve())]).to_parquet(tmp_path / "runs.parquet")
-    assert len(load_runs([tmp_path])) == 2
-    res = CliRunner().invoke(audit_command, ["--logs", str(tmp_path)])
+    monkeypatch.chdir(tmp_path.parent)  # the folder given relatively, as a user types it
+    assert len(load_runs([tmp_path.name])) == 2
+    res = CliRunner().invoke(audit_command, ["--logs", tmp_path.name])
     assert res.exit_code == 0, res.output
     assert "completed: 1 of 2 runs" in res.output and "escaped: 1 of 2 runs" in res.output
     # the same run through two inputs is an error naming them, never counted twice
