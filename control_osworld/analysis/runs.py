@@ -374,35 +374,36 @@ def runs_from_logs(paths, superseded=()) -> pd.DataFrame:
     return validate_runs(table, ", ".join(map(str, files)) if len(files) > 1 else files[0])
 
 
-def _covered(table: pd.DataFrame) -> set[str]:
-    """File names of the logs a runs table was built from."""
-    return {Path(str(v)).name for v in table["log"] if v is not None and v == v} if "log" in table.columns else set()
+def _superseded(folder: Path) -> list[Path]:
+    return sorted((folder / "superseded").glob("*.eval"))
 
 
 def _inputs(paths) -> list[tuple[str, pd.DataFrame]]:
-    """(source, validated table) per input. A folder is read as the main job leaves it: its runs
-    table(s), plus any .eval log there that no table was built from (with the folder's
-    `superseded/` attempts), so that a run is read once however many forms of it the folder holds."""
+    """(source, validated table) per input. A folder is read as the main job leaves it: from its
+    runs table(s) when it has one (the .eval logs beside it are what the table was built from),
+    else from its .eval logs. .eval logs are read with the older attempts of their samples in
+    their folder's `superseded/` (control_osworld.logs). So a run is read once however many
+    forms of it a folder holds."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     out: list[tuple[str, pd.DataFrame]] = []
-    loose: list[Path] = []
+    loose: dict[Path, list[Path]] = {}
     for p in map(Path, paths):
         if not p.is_dir():
-            loose.append(p)
+            for q in _paths([p]):
+                if q.suffix.lower() in LOG_SUFFIXES:
+                    loose.setdefault(q.parent, []).append(q)
+                else:
+                    out.append((str(q), validate_runs(_read_table(q), q)))
             continue
         found = _paths([p])
-        tables = [(str(q), validate_runs(_read_table(q), q)) for q in found if q.suffix.lower() in TABLE_SUFFIXES]
-        covered = set().union(*(_covered(t) for _, t in tables)) if tables else set()
-        logs = [q for q in found if q.suffix.lower() in LOG_SUFFIXES and q.name not in covered]
-        out += tables
-        if logs:
-            out.append((str(p), runs_from_logs(logs, sorted((p / "superseded").glob("*.eval")))))
-    for q in _paths(loose) if loose else []:
-        if q.suffix.lower() in LOG_SUFFIXES:
-            out.append((str(q), runs_from_logs([q])))
+        tables = [q for q in found if q.suffix.lower() in TABLE_SUFFIXES]
+        if tables:
+            out += [(str(q), validate_runs(_read_table(q), q)) for q in tables]
         else:
-            out.append((str(q), validate_runs(_read_table(q), q)))
+            loose.setdefault(p, []).extend(found)
+    for folder, logs in loose.items():
+        out.append((", ".join(map(str, logs)), runs_from_logs(logs, _superseded(folder))))
     return out
 
 

@@ -150,7 +150,8 @@ def test_a_run_folder_is_read_once(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InputError, match="more than one input"):
         load_runs([tmp_path / "runs.parquet", "a.eval"])
-    # a log the table does not cover is still read
+    # a folder with a runs table is read from it; its logs, given as files, are read from them
     _log(tmp_path / "b.eval", [_sample("3", _traj(2, outcome="completed", outcome_step=2, submit_status="done"))],
          task_id="T2")
-    assert sorted(load_runs([tmp_path])["sample_id"]) == ["1", "2", "3"]
+    assert sorted(load_runs([tmp_path])["sample_id"]) == ["1", "2"]
+    assert sorted(load_runs([tmp_path / "a.eval", tmp_path / "b.eval"])["sample_id"]) == ["1", "2", "3"]
