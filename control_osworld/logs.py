@@ -188,11 +188,14 @@ def _merge_attempts(atts: list[_Attempt]) -> dict:
     """One sample's row from its attempts: the first that recorded an escape, else the last
     that did not error, else the last (attempts in the order their logs were created)."""
     ordered = sorted(atts, key=lambda a: (a.created, a.current))
+    # a retry log copies the finished samples it did not re-run (same uuid): one attempt, read
+    # from its newest copy
+    newest = {a.uuid if a.uuid is not None else id(a): a for a in ordered}
+    ordered = [a for a in ordered if newest[a.uuid if a.uuid is not None else id(a)] is a]
     escaped = [a for a in ordered if a.row["t_star"] is not None]
     done = [a for a in ordered if a.row["outcome"] != "error"]
     chosen = escaped[0] if escaped else (done or ordered)[-1]
-    n = len({a.uuid if a.uuid is not None else id(a) for a in ordered})
-    return {**chosen.row, "attempts": n, "escape_log": chosen.row["log"] if escaped else None}
+    return {**chosen.row, "attempts": len(ordered), "escape_log": chosen.row["log"] if escaped else None}
 
 
 def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:

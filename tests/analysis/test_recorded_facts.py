@@ -110,14 +110,17 @@ def test_an_escape_in_any_attempt_is_the_record(tmp_path):
     (tmp_path / "superseded").mkdir()
     old = _log(tmp_path / "superseded" / "old.eval",
                [_sample("1", _traj(4, t_star=2), error=True, uuid="u1"),
-                _sample("2", _traj(3, outcome="completed", outcome_step=3, submit_status="done"), uuid="u2")],
+                _sample("2", _traj(3, outcome="completed", outcome_step=3, submit_status="done"), uuid="u2"),
+                _sample("3", _traj(3, t_star=2, outcome="escaped", outcome_step=2), uuid="u4")],
                created="2026-01-01T00:00:00+00:00")
     new = _log(tmp_path / "new.eval",
                [_sample("1", _traj(3, outcome="completed", outcome_step=3, submit_status="done"), uuid="u3"),
-                _sample("2", _traj(3, outcome="completed", outcome_step=3, submit_status="done"), uuid="u2")],
+                _sample("2", _traj(3, outcome="completed", outcome_step=3, submit_status="done"), uuid="u2"),
+                _sample("3", _traj(3, t_star=2, outcome="escaped", outcome_step=2), uuid="u4")],
                created="2026-01-01T01:00:00+00:00")
     t = runs_table([new], [old]).set_index("sample_id")
-    assert len(t) == 2
+    assert len(t) == 3
+    assert (t.loc["3", "outcome"], t.loc["3", "attempts"], t.loc["3", "log"]) == ("escaped", 1, new)  # copied, not retried
     assert (t.loc["1", "outcome"], t.loc["1", "t_star"], t.loc["1", "attempts"]) == ("escaped", 2, 2)
     assert t.loc["1", "escape_log"] == old and t.loc["1", "log"] == old
     assert (t.loc["2", "outcome"], t.loc["2", "attempts"], t.loc["2", "log"]) == ("completed", 1, new)  # a copy is one attempt
