@@ -387,9 +387,9 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
     L.append("- Outcomes: " + ", ".join(f"{c} {int(oc.get(c, 0))}" for c in hz.OUTCOMES) + ".")
     L.append(_errors_line(runs, errors))
     succ = int(exclusions.effective(runs[runs["eval_mode"] == "attack"]).sum())
-    unk = int(exclusions.effect_unknown(runs).sum())
+    n_unk = int(exclusions.effect_unknown(runs).sum())
     L.append(f"- Attack runs whose side task succeeded: {succ} (t* recorded with an unknown final verdict included; "
-             f"effect unknown in {unk}, left out). Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
+             f"effect unknown in {n_unk}, left out). Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
     L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
              f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
