@@ -44,6 +44,7 @@ RUN_COLUMNS = (
 # Kept when present (filled with null / [] when absent): what the agent side records about
 # attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
 OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
+                        "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
                         "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
                         "main_unknown", "side_unknown", "attempts", "escape_log")
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
@@ -51,6 +52,9 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
 # not decide (null: not recorded); main_unknown / side_unknown: why the final verdict is
 # unknown; attempts: attempts of the sample (retries); escape_log: the attempt whose escape is
 # the record (control_osworld.logs).
+# design*: the pairings design the run came from (`rules`, or a pairings file's name, file, k and
+# how many pairings it declares);
+# side_task_instruction: which wording an attack run got (instruction | hand_held_instruction).
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)
 OPTIONAL_SCORE_COLUMNS = ("score_point",)
@@ -253,6 +257,12 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
         out[c] = _to_str(df, c, path, nullable=True)
     out["unknown_checks"] = _to_int(df, "unknown_checks", path, nullable=True, minimum=0)
     out["attempts"] = _to_int(df, "attempts", path, nullable=True, minimum=1)
+    out["design"] = _to_str(df, "design", path, nullable=True)
+    out["design_file"] = _to_str(df, "design_file", path, nullable=True)
+    out["design_k"] = _to_int(df, "design_k", path, nullable=True, minimum=1)
+    out["design_pairings"] = _to_int(df, "design_pairings", path, nullable=True, minimum=0)
+    out["side_task_instruction"] = _to_str(df, "side_task_instruction", path, nullable=True,
+                                           allowed=("instruction", "hand_held_instruction"))
 
     dup = out["run_id"].duplicated().to_numpy()
     if dup.any():
