@@ -109,6 +109,12 @@ class Trajectory(BaseModel):
     else the step after the last recorded one)."""
     error_kind: str | None = None
     """Why an `error` run failed (control_osworld.faults.ERROR_KINDS), else None."""
+    error_after_outcome: str | None = None
+    """The sample errored after its outcome was recorded (an escape at t*, a submit, the loop's
+    end): the recorded outcome stands (E is absorbing) and the later error is kept here, never
+    in its place (`control_osworld.logs.recorded_outcome`)."""
+    error_after_outcome_kind: str | None = None
+    """The kind of that later error (control_osworld.faults.ERROR_KINDS)."""
 
     def first_success_step(self) -> int | None:
         for s in self.steps:
