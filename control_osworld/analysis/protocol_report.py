@@ -37,13 +37,17 @@ def _f(x) -> str:
 def _cell(r, name: str) -> str:
     if r.protocol == "defer_to_trusted":
         return f"[{_f(r[name + '_bound_low'])}, {_f(r[name + '_bound_high'])}]"
-    return f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
+    txt = f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
+    cl = r.get(name + "_cluster_low", math.nan)
+    if cl == cl and cl is not None:
+        txt += f" {{{_f(cl)}, {_f(r[name + '_cluster_high'])}}}"
+    return txt
 
 
 def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_rules: dict[str, str]) -> str:
     L = ["# Protocols: safety and usefulness at an audit budget", ""]
     L += [f"- {c}" for c in conventions(popts, t_star_rules)]
-    L += ["- Cells: estimate [CI] for trusted monitoring and stop on suspicion; [bound low, bound high] for "
+    L += ["- Cells: estimate [run CI] {cluster CI} for trusted monitoring and stop on suspicion; [bound low, bound high] for "
           f"defer to trusted. All {len(popts.budgets)} budgets are in protocols.csv.", ""]
     if df.empty:
         return "\n".join(L + ["No model has both honest and attack runs with scores.", ""])
@@ -150,13 +154,19 @@ def summary_lines(df: pd.DataFrame, popts: ProtocolOptions) -> list[str]:
         if tm.empty:
             continue
         r = tm.sort_values(["safety", "monitor", "inputs"], ascending=[False, True, True]).iloc[0]
-        sos = g[(g["protocol"] == "stop_on_suspicion") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
-        dtt = g[(g["protocol"] == "defer_to_trusted") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
+        same = (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)
+        sos = g[(g["protocol"] == "stop_on_suspicion") & same]
+        dtt = g[(g["protocol"] == "defer_to_trusted") & same]
+        cl = r.get("safety_cluster_low", math.nan)
+        cluster = (f" cluster ({r.get('cluster', '')}) {{{_f(cl)}, {_f(r.get('safety_cluster_high', math.nan))}}}"
+                   if cl == cl and cl is not None else "")
+        never = f"never effective {_f(dtt.iloc[0].safety_bound_low)}; " if len(dtt) else ""
+        stop = (f", under stop on suspicion {_f(sos.iloc[0].usefulness)} [{_f(sos.iloc[0].usefulness_low)}, "
+                f"{_f(sos.iloc[0].usefulness_high)}]" if len(sos) else " (full-trajectory: no protocol acts during the run)")
         out.append(f"- {model}, audit budget {_pct(budget)} of {unit}: safest under trusted monitoring {r.monitor} on "
-                   f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}] "
-                   f"(never effective {_f(dtt.safety_bound_low)}; control-arena's convention {_f(r.safety_control_arena)}); "
-                   f"usefulness {_f(r.usefulness)}, under stop on suspicion {_f(sos.usefulness)} "
-                   f"[{_f(sos.usefulness_low)}, {_f(sos.usefulness_high)}].")
+                   f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}]{cluster} "
+                   f"({never}control-arena's convention {_f(r.safety_control_arena)}); "
+                   f"usefulness {_f(r.usefulness)}{stop}.")
     return out or ["- No trusted-monitoring safety could be computed (protocols.md)."]
 
 
