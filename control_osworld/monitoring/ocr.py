@@ -90,7 +90,7 @@ def prepare_screen(data: bytes, scale: float = SCREEN_SCALE, resample: str = "bi
 
     from PIL import Image
 
-    img = Image.open(io.BytesIO(data))
+    img: Image.Image = Image.open(io.BytesIO(data))
     img.load()
     img = img.convert("L")
     img = _light_ground(img)
