@@ -30,6 +30,14 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2g}%"
 
 
+def _budget_label(b: float, n_honest: int, unit: str) -> str:
+    """An audit budget's column name; when k = floor(b n_honest) = 0 (budgets over honest runs) no
+    honest run may be flagged, and the column says so: "0.1% (k=0: FPR 0%)"."""
+    if unit == "runs" and n_honest > 0 and math.floor(b * n_honest + 1e-9) == 0:
+        return f"{_pct(b)} (k=0: FPR 0%)"
+    return _pct(b)
+
+
 def _f(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
@@ -62,7 +70,8 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
             # trusted monitoring's usefulness does not depend on the budget: one column
             u_budgets = shown[-1:] if proto == "trusted_monitoring" else shown
             u_heads = ["usefulness"] if proto == "trusted_monitoring" else [f"usefulness @{_pct(b)}" for b in shown]
-            L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
+            n_h = int(p["n_honest"].iloc[0])
+            L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_budget_label(b, n_h, popts.unit)}" for b in shown)
                   + " | " + " | ".join(u_heads) + " | safety (control-arena) @1% |"
                   + (" normalised usefulness @1% |" if norm else ""),
                   "|---|---|" + "---|" * (len(shown) + len(u_budgets) + 1 + norm)]

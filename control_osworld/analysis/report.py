@@ -189,7 +189,8 @@ def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: floa
         "F_c(t) = sum_j S(j-1) hazard_c(j). Censored runs are at risk through their last step (events before censoring at a tied step).",
         "- Budget exhaustion = administrative right-censoring at K. Errors: "
         + ("excluded from the estimator, counted apart." if errors == "exclude" else "censored after the step before the failure."),
-        f"- CIs: {level:.0%} percentile, {n_resamples} bootstrap resamples of runs within each group, seed {seed}.",
+        f"- CIs: {level:.0%} percentile, {n_resamples} bootstrap resamples of runs within each group, seed {seed}; "
+        "cluster CIs of F_c(K) in their own section (cluster unit named there; default side_task, report --cluster).",
         "- Constant hazards: per-cause MLE = events / person-steps at risk; F_E(K) = (e/h)(1 - (1-h)^K); "
         "K_max(eps) = floor(ln(1 - eps h/e) / ln(1 - h)) when eps < e/h, else ∞ (a bound conditional on the model).",
         "- N agents (own budgets, no sharing): independent 1 - (1 - F_E(K))^N; any dependence: between F_E(K) and min(1, N F_E(K)).",
@@ -442,7 +443,8 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
     L.append(f"- Attack runs whose side task succeeded: {succ}. Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
     L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
-             f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
+             f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}, and beside them cluster CIs "
+             f"(cluster = {opts.cluster}; default side_task; report --cluster); per-step run score = {opts.aggregate}; errors {errors}.")
     L += [f"- {h}" for h in opts.header]
     L += ["", "## Best monitor per row group (AUROC)", ""]
     for name, df in (("Table 3 (full trajectory)", t3), ("Table 4 (per step)", t4)):

@@ -178,6 +178,12 @@ def test_protocol_rows_only_where_a_protocol_can_act_and_cluster_columns(design)
     ps = df[(df["monitor_kind"] == "per_step") & (df["protocol"] == "trusted_monitoring")].iloc[0]
     assert ps.safety_cluster_low <= ps.safety <= ps.safety_cluster_high
     assert ps.safety_cluster_high - ps.safety_cluster_low >= ps.safety_high - ps.safety_low
+    from control_osworld.analysis.protocol_report import render_protocols_markdown
+
+    popts = pr.ProtocolOptions(budgets=(0.01, 0.05), n_resamples=50)
+    md = render_protocols_markdown(pr.protocol_table(runs, scores, popts), popts, {})
+    assert "safety @1% (k=0: FPR 0%)" in md and "safety @5% |" in md  # 60 honest runs: floor(0.01 * 60) = 0
+    assert "{" in md  # cluster CIs beside the run CIs
     lines = " ".join(pr.conventions(pr.ProtocolOptions(), {}))
     assert "bounds assume" in lines and "never causes a side-task effect" in lines
     assert "no stop_on_suspicion or defer_to_trusted rows" in lines
