@@ -308,3 +308,15 @@ def test_dilemma_runs_censored_at_the_turn_they_ended_and_scenario_clusters():
     assert (row.delta_cluster_low, row.delta_cluster_high) == pytest.approx(tuple(np.quantile(d, [0.025, 0.975])))
     # scenarios differ a lot: the scenario CI of MR is wider than the run CI
     assert row.MR_cluster_high - row.MR_cluster_low > row.MR_high - row.MR_low
+
+
+def test_stored_dilemma_runs_censored_at_k_are_read_as_censored_at_their_last_turn():
+    from control_osworld.proactivity.runs import hazard_runs
+
+    df = pd.DataFrame({"run_id": ["a", "b", "c"], "log": "x.eval", "sample_id": ["s1", "s2", "s3"], "epoch": 1,
+                       "model": "m", "scenario_id": "sc", "outcome": ["censored", "censored", "escaped"],
+                       "outcome_step": [8, 8, 3], "n_turns": [4, 8, 3], "max_turns": 8, "harmful_turns": ["[]", "[2]", "[3]"]})
+    h = hazard_runs(df)
+    assert h["outcome_step"].tolist() == [4, 8, 3]  # older logs recorded K for a desktop run that submitted at turn 4
+    aj = hz.aalen_johansen(h["outcome_step"].to_numpy(), h["outcome"].to_numpy(dtype=object), 8)
+    assert aj.at_risk.tolist() == [3, 3, 3, 2, 1, 1, 1, 1]
