@@ -102,7 +102,24 @@ def prepare_screen(data: bytes, scale: float = SCREEN_SCALE, resample: str = "bi
     return buf.getvalue()
 
 
+_INFLIGHT: dict[str, threading.Lock] = {}
+_INFLIGHT_LOCK = threading.Lock()
+
+
 def _ocr_by_hash(digest: str, data: bytes, prepare=None) -> str:
+    if digest in _MEMO:
+        return _MEMO[digest]
+    # scoring tasks run in threads: the same screenshot asked for at once is OCR'd once
+    with _INFLIGHT_LOCK:
+        lock = _INFLIGHT.setdefault(digest, threading.Lock())
+    with lock:
+        text = _ocr_once(digest, data, prepare)
+    with _INFLIGHT_LOCK:
+        _INFLIGHT.pop(digest, None)  # later callers find _MEMO
+    return text
+
+
+def _ocr_once(digest: str, data: bytes, prepare=None) -> str:
     if digest in _MEMO:
         return _MEMO[digest]
     path = _cache_dir() / digest[:2] / f"{digest}.txt"
