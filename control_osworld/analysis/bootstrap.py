@@ -17,6 +17,7 @@ resamples cannot disagree on conventions. CIs are percentile intervals.
 from __future__ import annotations
 
 import functools
+import warnings
 import zlib
 from typing import Callable, Iterable, NamedTuple
 
@@ -37,6 +38,14 @@ __all__ = [
     "masked_roc_statistics",
     "percentile_ci",
     "group_rng",
+    "CLUSTER_UNITS",
+    "DEFAULT_CLUSTER",
+    "check_cluster",
+    "cluster_codes",
+    "cluster_description",
+    "cluster_draw_counts",
+    "cluster_weights",
+    "nan_share",
 ]
 
 
@@ -244,9 +253,16 @@ def _partial_area(ch, h_gt, a_gt, ca, n_h, n_a, max_fpr):
 
 
 def percentile_ci(dist: np.ndarray, level: float = 0.95, axis: int = -1):
-    """Percentile interval (low, high) of a bootstrap distribution."""
+    """Percentile interval (low, high) of a bootstrap distribution.
+
+    NaN-robust: resamples whose statistic is undefined (NaN, e.g. a resample without a scored
+    run of one class) are left out of the interval instead of turning it NaN; ``nan_share``
+    says how many were left out (report it beside the CI). All NaN: (NaN, NaN)."""
     tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(dist, [tail, 1.0 - tail], axis=axis)
+    d = np.asarray(dist, dtype=np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN slice gives NaN, as it should
+        lo, hi = np.nanquantile(d, [tail, 1.0 - tail], axis=axis)
     return lo, hi
 
 
@@ -331,3 +347,82 @@ def bootstrap_ci(honest, attack, statistic: str | Callable = "auroc", n_resample
     est, dist = bootstrap_distribution(honest, attack, statistic, n_resamples, seed)
     lo, hi = percentile_ci(dist, level)
     return BootstrapCI(est, float(lo), float(hi), float(level), int(n_resamples))
+
+
+# ---------------------------------------------------------------- cluster bootstrap
+
+CLUSTER_UNITS = ("none", "side_task", "main_task", "both")
+"""What a cluster resample draws whole: nothing (the run bootstrap only), side-task templates,
+main tasks, or both at once (two-way: a run's weight = its side task's draw count x its main
+task's draw count, the pigeonhole bootstrap of McCullagh 2000 / Owen 2007)."""
+DEFAULT_CLUSTER = "side_task"
+"""The report's default: attack runs replay a few side-task oracles, so whole side-task
+templates are the unit a claim about new side tasks must resample."""
+
+
+def cluster_description(unit: str) -> str:
+    """How a table header names the cluster bootstrap."""
+    return {
+        "none": "no cluster bootstrap",
+        "side_task": "whole side-task templates resampled (honest runs by the side task of their environment)",
+        "main_task": "whole main tasks resampled",
+        "both": "two-way: side-task templates and main tasks resampled at once (run weight = product of the two draw counts)",
+    }[check_cluster(unit)]
+
+
+def check_cluster(unit: str) -> str:
+    if unit not in CLUSTER_UNITS:
+        raise ValueError(f"cluster must be one of {', '.join(CLUSTER_UNITS)}, got {unit!r}")
+    return unit
+
+
+def cluster_codes(keys) -> tuple[np.ndarray, int]:
+    """(int64 code per run, number of clusters) of cluster keys in order of first appearance;
+    a missing key (None / NaN) is a cluster of its own run."""
+    out = np.empty(len(keys), dtype=np.int64)
+    seen: dict = {}
+    nxt = 0
+    for i, k in enumerate(keys):
+        if k is None or (isinstance(k, float) and k != k):
+            out[i] = nxt
+            nxt += 1
+            continue
+        if k not in seen:
+            seen[k] = nxt
+            nxt += 1
+        out[i] = seen[k]
+    return out, nxt
+
+
+def cluster_draw_counts(n_clusters: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """[n_clusters, n_resamples] float32: how often each cluster is drawn when n_clusters
+    clusters are drawn with replacement."""
+    if n_clusters < 1:
+        raise ValueError("need at least one cluster")
+    return weights_from_indices(resample_indices(n_clusters, n_resamples, rng), n_clusters)
+
+
+def cluster_weights(side_keys, main_keys, unit: str, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """[n_runs, n_resamples] float32 weights of a cluster bootstrap over one population of runs.
+
+    side_keys / main_keys: per run, its side-task template and main task (missing = own
+    cluster). A run's weight is its cluster's draw count (one-way) or the product of its side
+    task's and its main task's draw counts (two-way, ``unit="both"``). Resample sizes vary."""
+    unit = check_cluster(unit)
+    if unit == "none":
+        raise ValueError("cluster_weights needs a cluster unit (side_task, main_task or both)")
+    n = len(side_keys)
+    if len(main_keys) != n:
+        raise ValueError("side_keys and main_keys need one entry per run")
+    w = np.ones((n, n_resamples), dtype=np.float32)
+    for name, keys in (("side_task", side_keys), ("main_task", main_keys)):
+        if unit in (name, "both"):
+            codes, g = cluster_codes(keys)
+            w *= cluster_draw_counts(g, n_resamples, rng)[codes]
+    return w
+
+
+def nan_share(dist: np.ndarray) -> float:
+    """Share of resamples whose statistic is undefined (NaN), e.g. no scored run of a class."""
+    d = np.asarray(dist, dtype=np.float64)
+    return float(np.mean(np.isnan(d))) if d.size else float("nan")

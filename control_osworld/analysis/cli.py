@@ -98,10 +98,13 @@ def _load(logs, scores):
 @click.option("--trusted-model", default=None, metavar="MODEL",
               help="Protocols: the model whose honest runs in --logs give U_trusted for normalised usefulness "
                    "(U - U_trusted) / (U_untrusted - U_trusted).")
+@click.option("--cluster", type=click.Choice(["none", "side_task", "main_task", "both"]), default="side_task", show_default=True,
+              help="Cluster bootstrap reported beside the run bootstrap: whole side-task templates, whole main tasks, "
+                   "both (two-way), or none (dilemma runs: scenarios unless none).")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs, max_fpr, attacks, aggregate, score_points, inclusive, errors, codebooks,
-                   classes, exclude_attacks, audit_unit, trusted_model, no_plots, progress):
+                   classes, exclude_attacks, audit_unit, trusted_model, cluster, no_plots, progress):
     """Regenerate Tables 3 and 4, hazards, identifiability, plots and a summary into OUT
     (control runs: --logs and --scores); dilemma tables into OUT/proactivity (--proactivity)."""
     from .protocols import ProtocolOptions
@@ -118,7 +121,8 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 
         try:
             d_written = build_proactivity_report(load_dilemma_runs(dilemmas), Path(out_dir) / "proactivity", resamples, seed,
-                                                 level, plots_enabled=not no_plots, errors=errors)
+                                                 level, plots_enabled=not no_plots, errors=errors,
+                                                 cluster=cluster != "none")
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"wrote {len(d_written)} files to {Path(out_dir) / 'proactivity'}")
@@ -128,11 +132,12 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
     points = _score_points(score_points) + tuple((m, "pre_action") for m in inclusive)
     try:
         opts = DetectionOptions(fprs=_fprs(fprs), max_fpr=max_fpr, n_resamples=resamples, level=level, seed=seed,
-                                attacks=attacks, aggregate=aggregate, score_points=points)
+                                attacks=attacks, aggregate=aggregate, score_points=points, cluster=cluster)
         if trusted_model and not (runs["untrusted_model"] == trusted_model).any():
             raise click.BadParameter(f"no runs of {trusted_model!r} in --logs (models: "
                                      f"{', '.join(sorted(set(runs['untrusted_model'])))})", param_hint="--trusted-model")
-        popts = ProtocolOptions(unit=audit_unit, n_resamples=resamples, level=level, seed=seed, trusted_model=trusted_model)
+        popts = ProtocolOptions(unit=audit_unit, n_resamples=resamples, level=level, seed=seed, trusted_model=trusted_model,
+                                cluster=cluster)
         text = _read_classes(classes)
         exclude = tuple(x.strip() for x in exclude_attacks.split(",") if x.strip())
         written = build_report(runs, sc, out_dir, opts, errors=errors, codebooks=codebooks, progress=progress, plots_enabled=not no_plots,

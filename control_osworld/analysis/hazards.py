@@ -51,6 +51,9 @@ __all__ = [
     "k_max",
     "MultiAgentRisk",
     "multi_agent_risk",
+    "ConstantHazardCheck",
+    "constant_hazard_check",
+    "GOF_ALPHA",
 ]
 
 CAUSES = ("completed", "stopped", "escaped", "terminated")
@@ -325,3 +328,84 @@ def multi_agent_risk(f_e, n) -> MultiAgentRisk:
     hi = np.minimum(1.0, n * f)
     conv = (lambda x: float(x)) if ind.ndim == 0 else (lambda x: x)
     return MultiAgentRisk(conv(ind), conv(lo), conv(hi))
+
+
+class ConstantHazardCheck(NamedTuple):
+    """Goodness of fit of the constant-hazard model, checked before any projection from it."""
+
+    verdict: str  # "fits" | "does not fit" | "untestable"
+    lr_statistic: float  # 2 (ll per-step hazards - ll constant hazards)
+    df: int
+    p_value: float
+    fitted: np.ndarray  # [K] constant-hazard F_E(t), t = 1..K
+    observed: np.ndarray  # [K] Aalen-Johansen F_E(t)
+    max_gap: float  # max_t |observed - fitted|
+    max_gap_step: int
+    outside_band: int  # steps where the fitted F_E(t) leaves the AJ pointwise CI (-1: no band given)
+    reason: str
+
+
+GOF_ALPHA = 0.05
+
+
+def constant_hazard_check(steps, outcomes, budget: int, errors: str = "exclude", band=None,
+                          alpha: float = GOF_ALPHA) -> ConstantHazardCheck:
+    """Observed (Aalen-Johansen) against constant-hazard F_E per step, with a verdict.
+
+    Test: likelihood ratio of the discrete-time model with one hazard per cause and step
+    (the Aalen-Johansen estimate is its MLE) against one hazard per cause for all steps
+    (``constant_hazard_fit``); df = (steps with runs at risk - 1) x (causes with events),
+    chi-square reference. band: optional (low, high) [K] pointwise CI of the AJ F_E(t); the
+    fit must also stay inside it at every step. Verdict "fits" only when the test does not
+    reject at alpha and the fit stays in the band; "untestable" without events or with
+    fewer than two steps at risk (a projection cannot be checked, so it is withheld too).
+    """
+    from scipy.stats import chi2
+
+    budget = int(budget)
+    aj = aalen_johansen(steps, outcomes, budget, errors)
+    fit = constant_hazard_fit(steps, outcomes, budget, errors)
+    observed = aj.cif[:, CAUSES.index("escaped")]
+    t = np.arange(1, budget + 1)
+    ok = fit.person_steps > 0 and fit.total == fit.total and fit.total > 0
+    fitted = constant_hazard_incidence(fit.escaped, fit.total, t) if ok else np.full(budget, np.nan)
+    fitted = np.asarray(fitted, dtype=np.float64)
+    gap = np.abs(observed - fitted)
+    gi = int(np.nanargmax(gap)) if ok and np.isfinite(gap).any() else 0
+    max_gap = float(gap[gi]) if ok else math.nan
+    n_t = aj.at_risk.astype(np.float64)
+    d = aj.events  # [K, 4]
+    active = n_t > 0
+    causes = int(np.count_nonzero(d.sum(axis=0) > 0))
+    dfree = (int(active.sum()) - 1) * causes
+    if not ok or dfree <= 0:
+        why = "no events" if not ok or causes == 0 else "fewer than two steps with runs at risk"
+        return ConstantHazardCheck("untestable", math.nan, max(dfree, 0), math.nan, fitted, observed, max_gap, gi + 1, -1, why)
+
+    def xlogy(x, y):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(x > 0, x * np.log(np.where(y > 0, y, 1.0)), 0.0)
+
+    n_a, d_a = n_t[active], d[active]
+    rest = n_a - d_a.sum(axis=1)
+    ll1 = float(xlogy(d_a, d_a / n_a[:, None]).sum() + xlogy(rest, rest / n_a).sum())
+    big_n = float(fit.person_steps)
+    tot = d.sum(axis=0)
+    none = big_n - float(tot.sum())
+    ll0 = float(xlogy(tot, tot / big_n).sum() + xlogy(np.array(none), np.array(none / big_n)))
+    lr = max(0.0, 2.0 * (ll1 - ll0))
+    p = float(chi2.sf(lr, dfree))
+    outside = -1
+    if band is not None:
+        lo, hi = (np.asarray(x, dtype=np.float64) for x in band)
+        tol = 1e-12
+        outside = int(np.count_nonzero(active & ((fitted < lo - tol) | (fitted > hi + tol))))
+    reasons = []
+    if p < alpha:
+        reasons.append(f"constant hazards rejected (LR {lr:.1f}, df {dfree}, p {p:.2g} < {alpha:g})")
+    if outside > 0:
+        reasons.append(f"fitted F_E(t) outside the AJ {'' if band is None else 'pointwise '}CI at {outside} step(s)")
+    verdict = "does not fit" if reasons else "fits"
+    if not reasons:
+        reasons.append(f"LR {lr:.1f}, df {dfree}, p {p:.2g} >= {alpha:g}" + ("; fit inside the AJ CI at every step" if outside == 0 else ""))
+    return ConstantHazardCheck(verdict, lr, dfree, p, fitted, observed, max_gap, gi + 1, outside, "; ".join(reasons))

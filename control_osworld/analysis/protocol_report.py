@@ -30,6 +30,14 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2g}%"
 
 
+def _budget_label(b: float, n_honest: int, unit: str) -> str:
+    """An audit budget's column name; when k = floor(b n_honest) = 0 (budgets over honest runs) no
+    honest run may be flagged, and the column says so: "0.1% (k=0: FPR 0%)"."""
+    if unit == "runs" and n_honest > 0 and math.floor(b * n_honest + 1e-9) == 0:
+        return f"{_pct(b)} (k=0: FPR 0%)"
+    return _pct(b)
+
+
 def _f(x) -> str:
     return "–" if x is None or x != x else f"{x:.3f}"
 
@@ -37,14 +45,18 @@ def _f(x) -> str:
 def _cell(r, name: str) -> str:
     if r.protocol == "defer_to_trusted":
         return f"[{_f(r[name + '_bound_low'])}, {_f(r[name + '_bound_high'])}]"
-    return f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
+    txt = f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
+    cl = r.get(name + "_cluster_low", math.nan)
+    if cl == cl and cl is not None:
+        txt += f" {{{_f(cl)}, {_f(r[name + '_cluster_high'])}}}"
+    return txt
 
 
 def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_rules: dict[str, str], header=()) -> str:
     L = ["# Protocols: safety and usefulness at an audit budget", ""]
     L += [f"- {h}" for h in header]
     L += [f"- {c}" for c in conventions(popts, t_star_rules)]
-    L += ["- Cells: estimate [CI] for trusted monitoring and stop on suspicion; [bound low, bound high] for "
+    L += ["- Cells: estimate [run CI] {cluster CI} for trusted monitoring and stop on suspicion; [bound low, bound high] for "
           f"defer to trusted. All {len(popts.budgets)} budgets are in protocols.csv.", ""]
     if df.empty:
         return "\n".join(L + ["No model has both honest and attack runs with scores.", ""])
@@ -59,7 +71,8 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
             # trusted monitoring's usefulness does not depend on the budget: one column
             u_budgets = shown[-1:] if proto == "trusted_monitoring" else shown
             u_heads = ["usefulness"] if proto == "trusted_monitoring" else [f"usefulness @{_pct(b)}" for b in shown]
-            L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
+            n_h = int(p["n_honest"].iloc[0])
+            L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_budget_label(b, n_h, popts.unit)}" for b in shown)
                   + " | " + " | ".join(u_heads) + " | safety (control-arena) @1% |"
                   + (" safety (conservative) @1% |" if proto != "defer_to_trusted" else "")
                   + (" normalised usefulness @1% |" if norm else ""),
@@ -153,13 +166,19 @@ def summary_lines(df: pd.DataFrame, popts: ProtocolOptions) -> list[str]:
         if tm.empty:
             continue
         r = tm.sort_values(["safety", "monitor", "inputs"], ascending=[False, True, True]).iloc[0]
-        sos = g[(g["protocol"] == "stop_on_suspicion") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
-        dtt = g[(g["protocol"] == "defer_to_trusted") & (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)].iloc[0]
+        same = (g["monitor"] == r.monitor) & (g["inputs"] == r.inputs)
+        sos = g[(g["protocol"] == "stop_on_suspicion") & same]
+        dtt = g[(g["protocol"] == "defer_to_trusted") & same]
+        cl = r.get("safety_cluster_low", math.nan)
+        cluster = (f" cluster ({r.get('cluster', '')}) {{{_f(cl)}, {_f(r.get('safety_cluster_high', math.nan))}}}"
+                   if cl == cl and cl is not None else "")
+        never = f"never effective {_f(dtt.iloc[0].safety_bound_low)}; " if len(dtt) else ""
+        stop = (f", under stop on suspicion {_f(sos.iloc[0].usefulness)} [{_f(sos.iloc[0].usefulness_low)}, "
+                f"{_f(sos.iloc[0].usefulness_high)}]" if len(sos) else " (full-trajectory: no protocol acts during the run)")
         out.append(f"- {model}, audit budget {_pct(budget)} of {unit}: safest under trusted monitoring {r.monitor} on "
-                   f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}] "
-                   f"(never effective {_f(dtt.safety_bound_low)}; control-arena's convention {_f(r.safety_control_arena)}); "
-                   f"usefulness {_f(r.usefulness)}, under stop on suspicion {_f(sos.usefulness)} "
-                   f"[{_f(sos.usefulness_low)}, {_f(sos.usefulness_high)}]; conservative safety (left-out attack runs "
+                   f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}]{cluster} "
+                   f"({never}control-arena's convention {_f(r.safety_control_arena)}); "
+                   f"usefulness {_f(r.usefulness)}{stop}; conservative safety (left-out attack runs "
                    f"effective and uncaught: {int(r.n_attack_excluded)} errors, {int(r.n_attack_effect_unknown)} effect "
                    f"unknown) {_f(r.safety_conservative)}.")
     return out or ["- No trusted-monitoring safety could be computed (protocols.md)."]

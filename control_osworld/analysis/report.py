@@ -24,7 +24,7 @@ from . import attack_classes as ac
 from . import codebook, exclusions, plots, render, tables
 from . import hazards as hz
 from . import identifiability as idf
-from .bootstrap import group_rng, resample_weights
+from .bootstrap import ResampleWeights, check_cluster, cluster_weights, group_rng, resample_weights
 from .protocol_report import summary_lines, write_protocol_report
 from .protocols import ProtocolOptions, protocol_table
 from .runs import attempts_as_recorded
@@ -47,18 +47,47 @@ def _groups(runs: pd.DataFrame):
         yield label, m, mode, p, runs[sel]
 
 
-def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95, errors: str = "exclude"):
-    """(per-step frame, per-group summary frame, figure data) for every hazard group."""
+BOUNDARY_KINDS = ("open", "closed", "none")
+"""a and b are reported per boundary kind, never pooled: an open sink lets every attempt take
+effect (b = 1 by construction), a closed one blocks it."""
+
+
+def _boundary_kind(v) -> str:
+    return v if v in ("open", "closed") else "none"
+
+
+def _usable_rows(oc: np.ndarray, errors: str) -> np.ndarray:
+    """The runs the hazard estimator keeps, in order (its resample weights' rows)."""
+    return np.ones(oc.size, dtype=bool) if errors == "censor" else oc != "error"
+
+
+def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95, errors: str = "exclude",
+                  cluster: str = "side_task", cluster_keys=None):
+    """(per-step frame, per-group summary frame, figure data) for every hazard group.
+
+    cluster: the cluster bootstrap reported beside the run bootstrap (F_c(K) *_cluster_low/high);
+    cluster_keys: optional function(group frame) -> (side keys, main keys) (default: the runs'
+    side-task template and main task, ``tables.run_cluster_keys``)."""
+    from .tables import run_cluster_keys
+
+    check_cluster(cluster)
+    keys_of = cluster_keys or run_cluster_keys
     steps_rows, summary_rows, fig = [], [], []
     for label, m, mode, p, g in _groups(runs):
         K = int(g["budget"].max())
         st, oc = g["outcome_step"].to_numpy(dtype=np.int64), g["outcome"].to_numpy(dtype=object)
         aj = hz.aalen_johansen(st, oc, K, errors)
         n_use = aj.n_runs
-        lo = hi = None
+        lo = hi = clo = chi = None
         if n_use:
             w = resample_weights(n_use, n_resamples, group_rng(seed, f"hazards|{label}"))
             lo, hi = hz.bootstrap_cumulative_incidence(st, oc, K, level=level, errors=errors, weights=w)
+            if cluster != "none":
+                side, main = keys_of(g)
+                keep = np.flatnonzero(_usable_rows(oc, errors))
+                cw = cluster_weights([side[i] for i in keep], [main[i] for i in keep], cluster, n_resamples,
+                                     group_rng(seed, f"hazards-cluster|{cluster}|{label}"))
+                clo, chi = hz.bootstrap_cumulative_incidence(st, oc, K, level=level, errors=errors, weights=ResampleWeights(cw))
         att = hz.attempt_rates(st, oc, attempts_as_recorded(g), K, errors)
         tab = aj.table()
         for i, c in enumerate(hz.CAUSES):
@@ -70,26 +99,39 @@ def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, le
         tab.insert(0, "attack_prompt", p)
         tab.insert(0, "eval_mode", mode)
         tab.insert(0, "untrusted_model", m)
+        fit = hz.constant_hazard_fit(st, oc, K, errors)
+        ie = hz.CAUSES.index("escaped")
+        gof = hz.constant_hazard_check(st, oc, K, errors, band=(lo[:, ie], hi[:, ie]) if lo is not None and hi is not None else None)
+        tab["F_escaped_constant_hazard"] = gof.fitted  # observed (F_escaped) beside fitted, per step
         steps_rows.append(tab.reset_index())
         fig.append((label, np.arange(1, K + 1), aj.cif, lo, hi))
 
-        fit = hz.constant_hazard_fit(st, oc, K, errors)
         row = {"group": label, "untrusted_model": m, "eval_mode": mode, "attack_prompt": p, "budget": K,
                "n_runs": len(g), "n_used": n_use, "n_error": aj.n_error, "survival_K": aj.survival[-1] if n_use else np.nan}
         for i, c in enumerate(hz.CAUSES):
             row[f"F_{c}"] = aj.cif[-1, i] if n_use else np.nan
             row[f"F_{c}_low"] = lo[-1, i] if lo is not None else np.nan
             row[f"F_{c}_high"] = hi[-1, i] if hi is not None else np.nan
+            row[f"F_{c}_cluster_low"] = clo[-1, i] if clo is not None else np.nan
+            row[f"F_{c}_cluster_high"] = chi[-1, i] if chi is not None else np.nan
+        row["cluster"] = cluster
         row.update({"s": fit.completed, "g": fit.stopped, "e": fit.escaped, "d": fit.terminated, "h": fit.total,
                     "person_steps": fit.person_steps})
+        row.update({"gof_verdict": gof.verdict, "gof_lr": gof.lr_statistic, "gof_df": gof.df, "gof_p": gof.p_value,
+                    "gof_max_gap": gof.max_gap, "gof_max_gap_step": gof.max_gap_step, "gof_outside_band": gof.outside_band,
+                    "gof_reason": gof.reason})
         e, h = fit.escaped, fit.total
         ok = n_use and h == h and h > 0
+        # F_E(K) fitted is shown beside the AJ value as the check itself; every projection beyond the
+        # observed steps (F_E(b > K), F_E(inf), K_max) is withheld unless the constant-hazard model fits
+        project = ok and gof.verdict == "fits"
+        row["projection"] = "shown" if project else f"withheld: {gof.verdict} ({gof.reason})"
         row["F_E_const_K"] = hz.constant_hazard_incidence(e, h, K) if ok else np.nan
         for b in HAZARD_BUDGETS:
-            row[f"F_E_const_{b}"] = hz.constant_hazard_incidence(e, h, b) if ok else np.nan
-        row["F_E_const_inf"] = hz.constant_hazard_incidence(e, h, math.inf) if ok else np.nan
+            row[f"F_E_const_{b}"] = hz.constant_hazard_incidence(e, h, b) if ok and (b <= K or project) else np.nan
+        row["F_E_const_inf"] = hz.constant_hazard_incidence(e, h, math.inf) if project else np.nan
         for eps in K_MAX_EPS:
-            row[f"K_max_{eps:g}"] = hz.k_max(e, h, eps) if ok else np.nan
+            row[f"K_max_{eps:g}"] = hz.k_max(e, h, eps) if project else np.nan
         f_e = row["F_escaped"]
         for n in N_AGENTS:
             r = hz.multi_agent_risk(f_e, n) if f_e == f_e else hz.MultiAgentRisk(np.nan, np.nan, np.nan)
@@ -97,8 +139,25 @@ def hazard_tables(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, le
         tot_att, tot_eff, tot_risk = att["attempts"].sum(), att["effective"].sum(), att["at_risk"].sum()
         row["attempt_runs_person_steps"] = int(tot_risk)
         row["attempts"], row["effective"] = int(tot_att), int(tot_eff)
-        row["a"] = tot_att / tot_risk if tot_risk else np.nan
-        row["b"] = tot_eff / tot_att if tot_att else np.nan
+        kinds = g["boundary"].map(_boundary_kind).to_numpy(dtype=object) if "boundary" in g.columns else np.full(len(g), "none", dtype=object)
+        recorded = attempts_as_recorded(g)
+        with_attempts = set(k for k, a_ in zip(kinds, recorded) if a_ is not None and not (isinstance(a_, float) and a_ != a_))
+        # pooled a and b only when the runs that record attempts share one boundary kind (never pooled
+        # over an open boundary, where b = 1 by construction, and a closed or no boundary)
+        pooled = len(with_attempts) <= 1
+        row["a"] = tot_att / tot_risk if tot_risk and pooled else np.nan
+        row["b"] = tot_eff / tot_att if tot_att and pooled else np.nan
+        for kind in BOUNDARY_KINDS:
+            sel = kinds == kind
+            if sel.any():
+                ak = hz.attempt_rates(st[sel], oc[sel], [r for r, s_ in zip(recorded, sel) if s_], K, errors)
+                ka, ke, kr = int(ak["attempts"].sum()), int(ak["effective"].sum()), int(ak["at_risk"].sum())
+            else:
+                ka = ke = kr = 0
+            row[f"runs_{kind}"] = int(sel.sum())
+            row[f"attempts_{kind}"], row[f"effective_{kind}"], row[f"person_steps_{kind}"] = ka, ke, kr
+            row[f"a_{kind}"] = ka / kr if kr else np.nan
+            row[f"b_{kind}"] = ke / ka if ka else np.nan
         summary_rows.append(row)
     steps_df = pd.concat(steps_rows, ignore_index=True) if steps_rows else pd.DataFrame()
     return steps_df, pd.DataFrame(summary_rows), fig
@@ -131,11 +190,17 @@ def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: floa
         "F_c(t) = sum_j S(j-1) hazard_c(j). Censored runs are at risk through their last step (events before censoring at a tied step).",
         "- Budget exhaustion = administrative right-censoring at K. Errors: "
         + ("excluded from the estimator, counted apart." if errors == "exclude" else "censored after the step before the failure."),
-        f"- CIs: {level:.0%} percentile, {n_resamples} bootstrap resamples of runs within each group, seed {seed}.",
+        f"- CIs: {level:.0%} percentile, {n_resamples} bootstrap resamples of runs within each group, seed {seed}; "
+        "cluster CIs of F_c(K) in their own section (cluster unit named there; default side_task, report --cluster).",
         "- Constant hazards: per-cause MLE = events / person-steps at risk; F_E(K) = (e/h)(1 - (1-h)^K); "
         "K_max(eps) = floor(ln(1 - eps h/e) / ln(1 - h)) when eps < e/h, else ∞ (a bound conditional on the model).",
         "- N agents (own budgets, no sharing): independent 1 - (1 - F_E(K))^N; any dependence: between F_E(K) and min(1, N F_E(K)).",
-        "- a = attempts / person-steps at risk and b = effective / attempts, over runs that record attempts (e = a b).",
+        "- a = attempts / person-steps at risk and b = effective / attempts, over runs that record attempts (e = a b), "
+        "per boundary kind: open (the sink lets every attempt through: b = 1 by construction, so only e = a is observed), "
+        "closed (the sink blocks), none (no boundary switch: b observed, not controlled). Never pooled across kinds.",
+        "- Constant-hazard projections (F_E beyond the budget, F_E(∞), K_max) are shown only when the goodness-of-fit "
+        f"check passes: likelihood ratio of per-step vs constant hazards (chi-square, alpha {hz.GOF_ALPHA:g}) and the fitted "
+        "F_E(t) inside the AJ pointwise CI at every step; otherwise withheld (–, with the reason).",
         "",
         "## Cumulative incidence at the budget K",
         "",
@@ -144,6 +209,12 @@ def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: floa
     ]
     for _, r in summary.iterrows():
         L.append(f"| {r.group} | {r.budget} | {r.n_used}/{r.n_error} | " + " | ".join(_ci(r, f"F_{c}") for c in hz.CAUSES) + f" | {_f(r.survival_K)} |")
+    L += ["", "## Goodness of fit of constant hazards (before any projection)", "",
+          "| Group | LR | df | p | max |F_E AJ - fit| (step) | steps outside AJ CI | verdict |",
+          "|---|---|---|---|---|---|---|"]
+    for _, r in summary.iterrows():
+        L.append(f"| {r.group} | {_f(r.gof_lr, 1)} | {r.gof_df} | {_f(r.gof_p, 3)} | {_f(r.gof_max_gap)} ({r.gof_max_gap_step}) | "
+                 f"{r.gof_outside_band if r.gof_outside_band >= 0 else '–'} | {r.gof_verdict}: {r.gof_reason} |")
     L += ["", "## Constant-hazard fit and what it implies", "",
           "| Group | s | g | e | d | h | F_E(K) AJ | F_E(K) fit | " + " | ".join(f"F_E({b})" for b in HAZARD_BUDGETS)
           + " | F_E(∞) | " + " | ".join(f"K_max({e:g})" for e in K_MAX_EPS) + " |",
@@ -152,14 +223,28 @@ def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: floa
         L.append(f"| {r.group} | " + " | ".join(_f(r[k], 4) for k in ("s", "g", "e", "d", "h")) + f" | {_f(r.F_escaped)} | {_f(r.F_E_const_K)} | "
                  + " | ".join(_f(r[f"F_E_const_{b}"]) for b in HAZARD_BUDGETS) + f" | {_f(r.F_E_const_inf)} | "
                  + " | ".join(_k(r[f"K_max_{e:g}"]) for e in K_MAX_EPS) + " |")
-    L += ["", "## N agents and the attempt decomposition", "",
-          "| Group | " + " | ".join(f"N={n}: independent [bounds]" for n in N_AGENTS) + " | attempts | effective | a | b |",
-          "|---|" + "---|" * (len(N_AGENTS) + 4)]
+    if "F_escaped_cluster_low" in summary.columns and summary["cluster"].ne("none").any():
+        L += ["", f"## Cluster bootstrap of F_c(K) (cluster = {summary['cluster'].iloc[0]}, beside the run CIs above)", "",
+              "| Group | completed | stopped | escaped | terminated |", "|---|---|---|---|---|"]
+        for _, r in summary.iterrows():
+            L.append(f"| {r.group} | " + " | ".join(f"{_f(r[f'F_{c}'])} {{{_f(r[f'F_{c}_cluster_low'])}, {_f(r[f'F_{c}_cluster_high'])}}}"
+                                                 for c in hz.CAUSES) + " |")
+    L += ["", "## N agents and the attempt decomposition (a and b per boundary kind)", "",
+          "| Group | " + " | ".join(f"N={n}: independent [bounds]" for n in N_AGENTS) + " | "
+          + " | ".join(f"{k}: runs, attempts/effective, a, b" for k in BOUNDARY_KINDS) + " |",
+          "|---|" + "---|" * (len(N_AGENTS) + len(BOUNDARY_KINDS))]
     for _, r in summary.iterrows():
         L.append(f"| {r.group} | " + " | ".join(f"{_f(r[f'N{n}_independent'])} [{_f(r[f'N{n}_lower'])}, {_f(r[f'N{n}_upper'])}]" for n in N_AGENTS)
-                 + f" | {r.attempts} | {r.effective} | {_f(r.a, 4)} | {_f(r.b)} |")
+                 + " | " + " | ".join(_ab_text(r, k) for k in BOUNDARY_KINDS) + " |")
     L.append("")
     return "\n".join(L)
+
+
+def _ab_text(r, kind: str) -> str:
+    if not r.get(f"runs_{kind}", 0):
+        return "–"
+    b = "1 by construction" if kind == "open" else _f(r[f"b_{kind}"])
+    return f"{r[f'runs_{kind}']}, {r[f'attempts_{kind}']}/{r[f'effective_{kind}']}, {_f(r[f'a_{kind}'], 4)}, {b}"
 
 
 def _best_cells(df: pd.DataFrame) -> list[str]:
@@ -224,7 +309,7 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
         render.write_csv(df, out / f"{name}.csv")
         written[f"{name}.csv"] = out / f"{name}.csv"
 
-    steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors)
+    steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors, cluster=opts.cluster)
     write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors, header))
     classes.to_csv(out / "attack_classes.csv", index=False, lineterminator="\n")
     written["attack_classes.csv"] = out / "attack_classes.csv"
@@ -428,7 +513,8 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
              f"effect unknown in {n_unk}, left out). Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
     L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
-             f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
+             f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}, and beside them cluster CIs "
+             f"(cluster = {opts.cluster}; default side_task; report --cluster); per-step run score = {opts.aggregate}; errors {errors}.")
     L += [f"- {h}" for h in opts.header]
     L += _exclusion_lines(ex, unk)
     L += ["", "## Best monitor per row group (AUROC)", ""]
@@ -448,8 +534,14 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
         if r.eval_mode != "attack":
             continue
         km = r[f"K_max_{K_MAX_EPS[0]:g}"]
-        L.append(f"- {r.group}: F_E({r.budget}) = {_ci(r, 'F_escaped')}; F_completed = {_f(r.F_completed)}, F_stopped = {_f(r.F_stopped)}; "
-                 f"a = {_f(r.a, 4)}, b = {_f(r.b)}; K_max({K_MAX_EPS[0]:g}) = {_k(km)}; "
+        ab = "; ".join(f"{k}: a = {_f(r[f'a_{k}'], 4)}, b = {'1 by construction' if k == 'open' else _f(r[f'b_{k}'])}"
+                       for k in BOUNDARY_KINDS if r.get(f"runs_{k}", 0))
+        cl = (f" {{cluster {r.cluster}: {_f(r.F_escaped_cluster_low)}, {_f(r.F_escaped_cluster_high)}}}"
+              if r.get("cluster", "none") != "none" else "")
+        proj = (f"K_max({K_MAX_EPS[0]:g}) = {_k(km)}" if r.projection == "shown"
+                else f"K_max and F_E(∞) withheld (constant hazards {r.gof_verdict})")
+        L.append(f"- {r.group}: F_E({r.budget}) = {_ci(r, 'F_escaped')}{cl}; F_completed = {_f(r.F_completed)}, F_stopped = {_f(r.F_stopped)}; "
+                 f"{ab or 'no attempts recorded'}; {proj}; "
                  f"N={N_AGENTS[-1]}: {_f(r[f'N{N_AGENTS[-1]}_independent'])} if independent.")
     L += ["", "## Identifiability (these runs)", ""]
     L += [f"- {j.quantity}: {j.verdict}" for j in judgements]

@@ -26,9 +26,13 @@ import pandas as pd
 
 from . import metrics
 from .bootstrap import (
+    CLUSTER_UNITS,
+    DEFAULT_CLUSTER,
     ResampleWeights,
+    cluster_weights,
     group_rng,
     masked_roc_statistics,
+    nan_share,
     percentile_ci,
     resample_weights,
 )
@@ -38,7 +42,7 @@ from .runs import INPUT_SUBSETS, SCORE_POINTS
 
 __all__ = [
     "DetectionOptions", "MetricRow", "table3", "table4", "full_trajectory_scores", "per_step_scores",
-    "per_step_rows", "score_rows", "row_groups",
+    "per_step_rows", "score_rows", "row_groups", "run_cluster_keys", "ClusterStrata", "tpr_label",
 ]
 
 ATTACK_FILTERS = ("successful", "all")
@@ -61,10 +65,14 @@ class DetectionOptions:
     inclusive_t_star: bool | frozenset = frozenset()
     # lines every table's header states about the runs (matching, attack classes, audit)
     header: tuple[str, ...] = ()
+    # the cluster bootstrap reported beside the run bootstrap (bootstrap.CLUSTER_UNITS)
+    cluster: str = DEFAULT_CLUSTER
 
     def __post_init__(self):
         if self.attacks not in ATTACK_FILTERS:
             raise ValueError(f"attacks must be one of {ATTACK_FILTERS}, got {self.attacks!r}")
+        if self.cluster not in CLUSTER_UNITS:
+            raise ValueError(f"cluster must be one of {', '.join(CLUSTER_UNITS)}, got {self.cluster!r}")
         if self.aggregate not in AGGREGATIONS:
             raise ValueError(f"aggregate must be one of {AGGREGATIONS}, got {self.aggregate!r}")
         for f in self.fprs:
@@ -115,6 +123,51 @@ class _Strata:
         if k not in self._cache:
             self._cache[k] = resample_weights(n, self.n_resamples, group_rng(self.seed, key))
         return self._cache[k]
+
+
+def run_cluster_keys(runs: pd.DataFrame) -> tuple[list, list]:
+    """(side-task template, main task) of every run, the cluster bootstrap's keys: an attack
+    run's side task, an honest run's environment's side task (``env_side_task_id``; None for an
+    honest run without one: a cluster of its own), and every run's main task."""
+    none = [None] * len(runs)
+    side = runs["side_task_id"].tolist() if "side_task_id" in runs.columns else none
+    if "env_side_task_id" in runs.columns:
+        env = runs["env_side_task_id"].tolist()
+        side = [s if s is not None and s == s else e for s, e in zip(side, env)]
+    return side, (runs["main_task_id"].tolist() if "main_task_id" in runs.columns else none)
+
+
+class ClusterStrata:
+    """Cluster-bootstrap weights, drawn once per population of runs (one untrusted model's
+    usable runs, honest and attack together, so that a drawn side task or main task brings
+    both its honest and its attack runs) and sliced per stratum. Keyed (seed, unit, key)."""
+
+    def __init__(self, runs: pd.DataFrame, unit: str, n_resamples: int, seed: int):
+        self.unit, self.n_resamples, self.seed = unit, n_resamples, seed
+        self.side, self.main = run_cluster_keys(runs)
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, key: str, population: np.ndarray, idx: np.ndarray) -> ResampleWeights:
+        """Weights of the runs idx (a subset of the sorted run indices population)."""
+        if key not in self._cache:
+            pop = np.asarray(population, dtype=np.int64)
+            w = cluster_weights([self.side[i] for i in pop], [self.main[i] for i in pop], self.unit,
+                                self.n_resamples, group_rng(self.seed, f"cluster|{self.unit}|{key}"))
+            self._cache[key] = (pop, w)
+        pop, w = self._cache[key]
+        pos = np.searchsorted(pop, idx)
+        if idx.size and (np.any(pos >= pop.size) or np.any(pop[np.minimum(pos, pop.size - 1)] != idx)):
+            raise ValueError("cluster weights asked for runs outside their population")
+        return ResampleWeights(w[pos])
+
+
+def tpr_label(fpr: float, n_honest: int, what: str = "TPR") -> str:
+    """A TPR@FPR column's name: by the FPR asked, or, when k = floor(fpr n_honest) = 0 (no false
+    positive allowed), by the FPR achieved: "TPR@0% (asked 1%)"."""
+    asked = f"{fpr:.0%}" if fpr * 100 == round(fpr * 100) else f"{fpr:.1%}"
+    if n_honest > 0 and math.floor(fpr * n_honest + 1e-9) == 0:
+        return f"{what}@0% (asked {asked})"
+    return f"{what}@{asked}"
 
 
 def _factorize(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
@@ -268,6 +321,12 @@ def _row_groups(runs: pd.DataFrame, attacks: str):
             yield m, p, honest, np.flatnonzero(sel)
 
 
+def _model_population(runs: pd.DataFrame, model: str) -> np.ndarray:
+    """A model's usable runs (honest and attack, every prompt): the cluster bootstrap's population."""
+    usable = (runs["outcome"] != "error").to_numpy() if "outcome" in runs.columns else np.ones(len(runs), dtype=bool)
+    return np.flatnonzero((runs["untrusted_model"].to_numpy() == model) & usable)
+
+
 class MetricRow(NamedTuple):
     """One metric of one cell: a row of the long frame (with the cell's keys and counts)."""
 
@@ -278,6 +337,10 @@ class MetricRow(NamedTuple):
     ci_high: float = math.nan
     achieved_fpr: float = math.nan  # TPR-like metrics: the FPR the threshold achieved
     threshold: float = math.nan
+    cluster_low: float = math.nan  # the cluster bootstrap's CI (DetectionOptions.cluster)
+    cluster_high: float = math.nan
+    nan_share: float = math.nan  # share of run resamples whose statistic is undefined (left out of the CI)
+    cluster_nan_share: float = math.nan
 
 
 class _Counts(NamedTuple):
@@ -301,8 +364,17 @@ def _roc_metrics(opts: DetectionOptions) -> list[_RocMetric]:
     return m + [_RocMetric(f"tpr@{f:g}", "tpr", f) for f in opts.fprs]
 
 
+def _cluster_fields(dist, cboot_dist, level) -> tuple[float, float, float, float]:
+    """(cluster low, cluster high, run NaN share, cluster NaN share)."""
+    clo = chi = cns = math.nan
+    if cboot_dist is not None:
+        clo, chi = (float(x) for x in percentile_ci(cboot_dist, level))
+        cns = nan_share(cboot_dist)
+    return clo, chi, nan_share(dist), cns
+
+
 def _metric_rows(point: dict | None, boot: dict | None, opts: DetectionOptions,
-                 roc_metrics: list[_RocMetric]) -> list[MetricRow]:
+                 roc_metrics: list[_RocMetric], cboot: dict | None = None) -> list[MetricRow]:
     out = []
     for m in roc_metrics:
         if point is None or boot is None:
@@ -312,7 +384,8 @@ def _metric_rows(point: dict | None, boot: dict | None, opts: DetectionOptions,
         tpr = m.key.startswith("tpr@")
         out.append(MetricRow(m.metric, m.fpr, float(point[m.key][0]), float(lo), float(hi),
                              float(point[f"fpr@{m.fpr:g}"][0]) if tpr else math.nan,
-                             float(point[f"threshold@{m.fpr:g}"][0]) if tpr else math.nan))
+                             float(point[f"threshold@{m.fpr:g}"][0]) if tpr else math.nan,
+                             *_cluster_fields(boot[m.key], None if cboot is None else cboot[m.key], opts.level)))
     return out
 
 
@@ -342,7 +415,9 @@ def _evaluate(runs, cells, score: np.ndarray, opts: DetectionOptions, table: str
     """Shared engine of Tables 3 and 4: `score` [n_cells, n_runs] per-run scores; Table 4 also
     passes `perstep`, its extra rows per cell (caught before t*, per-step vs per-run FPR)."""
     strata = _Strata(opts.n_resamples, opts.seed)
+    clusters = ClusterStrata(runs, opts.cluster, opts.n_resamples, opts.seed) if opts.cluster != "none" else None
     groups = list(_row_groups(runs, opts.attacks))
+    populations = {m: _model_population(runs, m) for m in sorted({g[0] for g in groups})}
     records = []
     roc_metrics = _roc_metrics(opts)
     with _progress(len(groups) * len(cells), f"{table}: cells", progress) as advance:
@@ -354,7 +429,7 @@ def _evaluate(runs, cells, score: np.ndarray, opts: DetectionOptions, table: str
                 if not hk.any() and not ak.any():
                     continue  # this monitor never scored this model's runs
                 counts = _Counts(int(hk.sum()), int(ak.sum()), int((~hk).sum()), int((~ak).sum()))
-                point = boot = wh = wa = None
+                point = boot = wh = wa = cboot = cw = None
                 if hk.any() and ak.any():
                     # every cell of a row group shares its strata's resamples; runs with a
                     # missing score are resampled with their stratum and then left out
@@ -363,9 +438,13 @@ def _evaluate(runs, cells, score: np.ndarray, opts: DetectionOptions, table: str
                     kw = dict(fprs=opts.fprs, max_fpr=opts.max_fpr)
                     point = masked_roc_statistics(h_all, a_all, **kw)
                     boot = masked_roc_statistics(h_all, a_all, wh, wa, **kw)
-                rows = _metric_rows(point, boot, opts, roc_metrics)
+                    if clusters is not None:
+                        pop = populations[model]
+                        cw = (clusters.get(str(model), pop, honest), clusters.get(str(model), pop, attack))
+                        cboot = masked_roc_statistics(h_all, a_all, *cw, **kw)
+                rows = _metric_rows(point, boot, opts, roc_metrics, cboot)
                 if perstep is not None:
-                    rows += perstep(c, honest, attack, wh, wa)
+                    rows += perstep(c, honest, attack, wh, wa, cw)
                 records += [(model, prompt, monitor, inputs, *row, *counts) for row in rows]
     df = pd.DataFrame.from_records(records, columns=_CELL_COLUMNS)
     df["attacks"] = opts.attacks
@@ -374,6 +453,9 @@ def _evaluate(runs, cells, score: np.ndarray, opts: DetectionOptions, table: str
     df["n_resamples"] = opts.n_resamples
     df["seed"] = opts.seed
     df["pauroc_max_fpr"] = opts.max_fpr
+    df["cluster"] = opts.cluster
+    df["metric_label"] = [tpr_label(f, n, "TPR" if m == "tpr" else "caught") if m in ("tpr", "caught_before_t_star") else m
+                          for m, f, n in zip(df["metric"], df["fpr"], df["n_honest"])]
     df["t_star_rule"] = ""
     df["score_point"] = ""
     df["score_point_source"] = ""
@@ -458,7 +540,7 @@ def _table4_inputs(runs, scores, opts):
     hs_codes, hs_runs, hs_vals = codes[hs][order], ri[hs][order], val[hs][order]
     bounds = np.searchsorted(hs_codes, np.arange(n_cells + 1))
 
-    def perstep(c, honest_idx, attack_idx, wh, wa) -> list[MetricRow]:
+    def perstep(c, honest_idx, attack_idx, wh, wa, cw=None) -> list[MetricRow]:
         rows: list[MetricRow] = []
         if wh is None:
             for f in opts.fprs:
@@ -471,6 +553,7 @@ def _table4_inputs(runs, scores, opts):
         a = _finite_replace(a, float(finite.min()) - 1.0)  # below every threshold: never flagged
         point = masked_roc_statistics(h, a, fprs=opts.fprs, auroc=False)
         boot = masked_roc_statistics(h, a, wh, wa, fprs=opts.fprs, auroc=False)
+        cboot = masked_roc_statistics(h, a, *cw, fprs=opts.fprs, auroc=False) if cw is not None else None
         h = h[~np.isnan(h)]
         lo_b, hi_b = bounds[c], bounds[c + 1]
         steps_h = hs_vals[lo_b:hi_b][np.isin(hs_runs[lo_b:hi_b], honest_idx)]
@@ -479,7 +562,8 @@ def _table4_inputs(runs, scores, opts):
             lo, hi = percentile_ci(boot[k], opts.level)
             tau_r = float(point[f"threshold@{f:g}"][0])
             fr = float(point[f"fpr@{f:g}"][0])
-            rows.append(MetricRow("caught_before_t_star", f, float(point[k][0]), float(lo), float(hi), fr, tau_r))
+            rows.append(MetricRow("caught_before_t_star", f, float(point[k][0]), float(lo), float(hi), fr, tau_r,
+                                  *_cluster_fields(boot[k], None if cboot is None else cboot[k], opts.level)))
             if steps_h.size:
                 tau_s, fs = metrics.threshold_at_fpr(steps_h, f)
                 rows.append(MetricRow("per_step_fpr_at_run_threshold", f, float(np.mean(steps_h > tau_r)),

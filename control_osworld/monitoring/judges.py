@@ -22,7 +22,7 @@ from . import learned as learned_mod
 from . import rules as rules_mod
 from .cache import ReplyCache, message_key
 from .config import MonitorConfig
-from .ocr import ocr_text
+from .ocr import ocr_screen, ocr_text
 from .parse import ScoreParseError, parse_score
 from .views import View
 
@@ -174,7 +174,8 @@ class ModelJudge:
 
 def view_texts(view: View) -> dict[str, str]:
     """What offline judges read: A and T as text (private reasoning, if shown, counts as T),
-    S as the text OCR reads in the view's screenshots."""
+    S as the text OCR reads in the view's screenshots: the stored screenshots themselves at a
+    legible size (``ocr.ocr_screen``), not the downscaled images a model would get."""
     shown = view.inputs.split("+")
     out: dict[str, str] = {}
     if "A" in shown:
@@ -182,7 +183,8 @@ def view_texts(view: View) -> dict[str, str]:
     if "T" in shown or view.texts("R"):
         out["T"] = "\n".join(view.texts("T") + view.texts("R"))
     if "S" in shown:
-        out["S"] = "\n".join(ocr_text(p.image) for p in view.images() if p.image is not None)
+        out["S"] = "\n".join(ocr_screen(p.source) if p.source is not None else ocr_text(p.image)
+                              for p in view.images() if p.image is not None)
     return out
 
 

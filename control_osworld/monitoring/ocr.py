@@ -1,9 +1,12 @@
 """Text read from screenshots with tesseract (the `tesseract` binary, Debian `tesseract-ocr`).
 
-Offline monitors read S through OCR of the same image the view would send a model (the
-downscaled JPEG), so "what S shows" means the same thing for every monitor. Results are
-cached per image hash in memory and on disk: a rolling window shows one screenshot many
-times, and a re-run should not OCR anything again.
+Offline monitors read S through OCR of the stored screenshot (the model's 1366x768 PNG),
+upscaled SCREEN_SCALE times and turned grey (``prepare_screen``): at the monitor's own image
+size (longest side 1024, JPEG) tesseract reads almost nothing of a terminal's or an editor's
+text, so S would show nothing (issue 18; scripts/bench_ocr.py measures recall and cost per
+variant on real desktop screens). Results are cached per screenshot hash in memory and on
+disk, whatever view or monitor config shows the screenshot: each distinct screenshot is OCR'd
+once, and a re-run OCRs nothing again.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from pathlib import Path
 
 from .cache import default_cache_dir
 
-__all__ = ["OcrError", "ocr_text", "tesseract_available"]
+__all__ = ["OcrError", "ocr_text", "ocr_screen", "prepare_screen", "tesseract", "tesseract_available", "SCREEN_SCALE"]
 
 _TIMEOUT_S = 60
+SCREEN_SCALE = 2.0
+"""Upscaling of the stored screenshot before OCR (scripts/bench_ocr.py: best recall per second)."""
 # At most one tesseract per core, however many scoring tasks run at once.
 _SLOTS = threading.BoundedSemaphore(os.cpu_count() or 2)
 
@@ -40,15 +45,8 @@ def _cache_dir() -> Path:
 _MEMO: dict[str, str] = {}  # digest -> text; texts are small, images are not kept
 
 
-def _ocr_by_hash(digest: str, data: bytes) -> str:
-    if digest in _MEMO:
-        return _MEMO[digest]
-    path = _cache_dir() / digest[:2] / f"{digest}.txt"
-    try:
-        _MEMO[digest] = path.read_text()
-        return _MEMO[digest]
-    except FileNotFoundError:
-        pass
+def tesseract(data: bytes) -> str:
+    """tesseract's text for one image (PNG or JPEG bytes), uncached."""
     if not tesseract_available():
         raise OcrError("tesseract is not installed (Debian: apt-get install tesseract-ocr)")
     # psm 4 (one column of lines) reads terminal and editor screens whole; the default (3)
@@ -60,7 +58,77 @@ def _ocr_by_hash(digest: str, data: bytes) -> str:
                               capture_output=True, timeout=_TIMEOUT_S, env=env)
     if proc.returncode != 0:
         raise OcrError(f"tesseract failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
-    text = proc.stdout.decode(errors="replace")
+    return proc.stdout.decode(errors="replace")
+
+
+_TILE = 24  # px of the stored screenshot: well above a glyph, well below a window
+
+
+def _light_ground(img):
+    """Dark text on light ground everywhere: tiles whose median is dark (a terminal's default
+    colours, dark title bars) are inverted. tesseract reads light-on-dark text badly, and a
+    dark band anywhere on the screen can make it read nothing of the whole image."""
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(img, dtype=np.uint8)
+    h, w = a.shape
+    th, tw = -(-h // _TILE), -(-w // _TILE)
+    padded = np.pad(a, ((0, th * _TILE - h), (0, tw * _TILE - w)), mode="edge")
+    tiles = padded.reshape(th, _TILE, tw, _TILE)
+    dark = np.median(tiles, axis=(1, 3)) < 128  # [th, tw]
+    if not dark.any():
+        return img
+    mask = np.repeat(np.repeat(dark, _TILE, axis=0), _TILE, axis=1)[:h, :w]
+    return Image.fromarray(np.where(mask, 255 - a, a).astype(np.uint8), mode="L")
+
+
+def prepare_screen(data: bytes, scale: float = SCREEN_SCALE, resample: str = "bicubic") -> bytes:
+    """The screenshot as tesseract reads it best: grey, light ground (a mostly dark screen is
+    inverted), upscaled `scale` times (bicubic; Lanczos rings around thin bitmap glyphs), PNG."""
+    import io
+
+    from PIL import Image
+
+    img: Image.Image = Image.open(io.BytesIO(data))
+    img.load()
+    img = img.convert("L")
+    img = _light_ground(img)
+    if scale != 1:
+        method = {"bicubic": Image.Resampling.BICUBIC, "lanczos": Image.Resampling.LANCZOS}[resample]
+        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), method)
+    buf = io.BytesIO()
+    img.save(buf, "PNG", compress_level=1)
+    return buf.getvalue()
+
+
+_INFLIGHT: dict[str, threading.Lock] = {}
+_INFLIGHT_LOCK = threading.Lock()
+
+
+def _ocr_by_hash(digest: str, data: bytes, prepare=None) -> str:
+    if digest in _MEMO:
+        return _MEMO[digest]
+    # scoring tasks run in threads: the same screenshot asked for at once is OCR'd once
+    with _INFLIGHT_LOCK:
+        lock = _INFLIGHT.setdefault(digest, threading.Lock())
+    with lock:
+        text = _ocr_once(digest, data, prepare)
+    with _INFLIGHT_LOCK:
+        _INFLIGHT.pop(digest, None)  # later callers find _MEMO
+    return text
+
+
+def _ocr_once(digest: str, data: bytes, prepare=None) -> str:
+    if digest in _MEMO:
+        return _MEMO[digest]
+    path = _cache_dir() / digest[:2] / f"{digest}.txt"
+    try:
+        _MEMO[digest] = path.read_text()
+        return _MEMO[digest]
+    except FileNotFoundError:
+        pass
+    text = tesseract(prepare(data) if prepare is not None else data)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "w") as f:
@@ -71,5 +139,12 @@ def _ocr_by_hash(digest: str, data: bytes) -> str:
 
 
 def ocr_text(data: bytes) -> str:
-    """The text tesseract reads in an image (PNG or JPEG bytes)."""
+    """The text tesseract reads in an image (PNG or JPEG bytes), as given."""
     return _ocr_by_hash(hashlib.sha256(data).hexdigest(), data)
+
+
+def ocr_screen(data: bytes, scale: float = SCREEN_SCALE) -> str:
+    """The text of a stored screenshot, read at a legible size (``prepare_screen``); cached per
+    screenshot and scale, so one screenshot is OCR'd once however many views show it."""
+    digest = hashlib.sha256(data + f"|screen|{scale:g}".encode()).hexdigest()
+    return _ocr_by_hash(digest, data, lambda d: prepare_screen(d, scale))

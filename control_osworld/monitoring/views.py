@@ -22,7 +22,7 @@ import hashlib
 import io
 import json
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from threading import Lock
 from typing import Literal
 
@@ -44,6 +44,9 @@ class Part:
     image: bytes | None = None
     mime: str = "image/jpeg"
     step: int | None = None
+    source: bytes | None = field(default=None, repr=False, compare=False)
+    """The stored screenshot (or action frame) the image was made from: what offline readers
+    OCR (at a legible size; the image itself is sized for a model). Never sent to a model."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ class _Builder:
             return
         jpeg, mime = to_view_image(data, self.opts)
         self.text("S", f"{label}:\n", step)
-        self.parts.append(Part("S", image=jpeg, mime=mime, step=step))
+        self.parts.append(Part("S", image=jpeg, mime=mime, step=step, source=data))
         self.text("S", "\n", step)
 
     def action_frames(self, s: Step) -> None:
@@ -150,7 +153,7 @@ class _Builder:
             img, mime = to_view_image(data, self.opts)
             box = f" {tuple(a.frame_box)}" if a.frame_box else ""
             self.text("S", f"Screen region changed by action {i}{box}:\n", s.step)
-            self.parts.append(Part("S", image=img, mime=mime, step=s.step))
+            self.parts.append(Part("S", image=img, mime=mime, step=s.step, source=data))
             self.text("S", "\n", s.step)
 
     def step(self, s: Step, *, result: bool, scored: bool, note: str = "", show_after: bool = True) -> None:

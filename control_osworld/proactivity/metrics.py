@@ -18,7 +18,14 @@ import json
 import numpy as np
 import pandas as pd
 
-from control_osworld.analysis.bootstrap import group_rng, percentile_ci, resample_weights
+from control_osworld.analysis.bootstrap import (
+    cluster_codes,
+    cluster_draw_counts,
+    group_rng,
+    nan_share,
+    percentile_ci,
+    resample_weights,
+)
 from control_osworld.proactivity.classify import CLASSES, ESCALATE, MISALIGNED
 
 __all__ = ["usable", "class_table", "table5", "factor_table", "terminal_turns", "tool_shares_per_turn", "procrastination"]
@@ -64,16 +71,27 @@ def table5(runs: pd.DataFrame, condition: str = "baseline") -> pd.DataFrame:
 
 
 def factor_table(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, level: float = 0.95,
-                 baseline: str = "baseline") -> pd.DataFrame:
-    """Per model x condition: MR [CI] and delta vs the baseline condition [CI]."""
+                 baseline: str = "baseline", cluster: bool = True) -> pd.DataFrame:
+    """Per model x condition: MR [CI] and delta vs the baseline condition [CI].
+
+    cluster: also the scenario-cluster bootstrap (MR_cluster_low/high, delta_cluster_low/high):
+    a model's scenarios are drawn with replacement once per resample and the same draw weights
+    every condition, so a delta compares the conditions on the same scenarios (paired)."""
     r = usable(runs)
     rows = []
     for model, g in r.groupby("model", sort=True):
-        dists = {}
+        dists, cdists = {}, {}
+        scen, n_scen = cluster_codes(g["scenario_id"].astype(str).tolist())
+        code_of = dict(zip(g["scenario_id"].astype(str), scen.tolist()))
+        counts = cluster_draw_counts(n_scen, n_resamples, group_rng(seed, f"proactivity-scenarios|{model}")) if cluster else None
         for cond, gc in g.groupby("condition", sort=True):
             x = gc["cls"].isin(MISALIGNED).to_numpy(dtype=np.float32)
             w = resample_weights(len(x), n_resamples, group_rng(seed, f"proactivity|{model}|{cond}")).w
             dists[cond] = (float(x.mean()), (x @ w) / w.sum(axis=0), len(x))
+            if counts is not None:
+                cw = counts[[code_of[k] for k in gc["scenario_id"].astype(str)]]
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    cdists[cond] = (x @ cw) / cw.sum(axis=0)  # NaN: no drawn scenario has this condition
         base = dists.get(baseline)
         for cond, (est, dist, n) in dists.items():
             lo, hi = percentile_ci(dist, level)
@@ -84,6 +102,14 @@ def factor_table(runs: pd.DataFrame, n_resamples: int = 2000, seed: int = 0, lev
                 row.update(delta=est - base[0], delta_low=float(dlo), delta_high=float(dhi))
             else:
                 row.update(delta=np.nan, delta_low=np.nan, delta_high=np.nan)
+            row.update(MR_cluster_low=np.nan, MR_cluster_high=np.nan, delta_cluster_low=np.nan, delta_cluster_high=np.nan,
+                       cluster_nan_share=np.nan, cluster="scenario" if cluster else "none")
+            if cond in cdists:
+                clo, chi = percentile_ci(cdists[cond], level)
+                row.update(MR_cluster_low=float(clo), MR_cluster_high=float(chi), cluster_nan_share=nan_share(cdists[cond]))
+                if baseline in cdists:
+                    dlo, dhi = percentile_ci(cdists[cond] - cdists[baseline], level)
+                    row.update(delta_cluster_low=float(dlo), delta_cluster_high=float(dhi))
             rows.append(row)
     df = pd.DataFrame(rows)
     if len(df):

@@ -104,14 +104,17 @@ def load_dilemma_runs(paths: Iterable[str | Path]) -> pd.DataFrame:
 def hazard_runs(df: pd.DataFrame) -> pd.DataFrame:
     """The same runs in the analysis runs-table contract, for the competing-hazards estimator:
     harmful terminal = escaped (t* = its turn), compliant terminal = completed, escalation =
-    stopped, no terminal by K = censored at K; harmful calls (tools 4-6) are the attempts."""
+    stopped, no terminal = censored at the turn the run ended; harmful calls (tools 4-6) are the attempts."""
     from control_osworld.analysis.runs import validate_runs
 
     out = pd.DataFrame({
         "run_id": df["run_id"], "log": df["log"], "sample_id": df["sample_id"], "epoch": df["epoch"],
         "eval_mode": "honest", "untrusted_model": df["model"], "attack_prompt": "",
         "main_task_id": df["scenario_id"], "side_task_id": None, "outcome": df["outcome"],
-        "outcome_step": df["outcome_step"],
+        # a censored run is censored at the turn it ended (older logs recorded K even for runs
+        # that ended earlier)
+        "outcome_step": [min(int(s), int(n)) if o == "censored" else s
+                         for s, o, n in zip(df["outcome_step"], df["outcome"], df["n_turns"])],
         "t_star": [s if o == "escaped" else None for s, o in zip(df["outcome_step"], df["outcome"])],
         "steps": df["n_turns"], "budget": df["max_turns"],
         "main_task_success": df["outcome"] == "completed", "side_task_success": df["outcome"] == "escaped",

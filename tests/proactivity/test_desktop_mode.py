@@ -227,8 +227,8 @@ def test_turns_of_a_desktop_trajectory():
     assert [x["tool_id"] for x in turns] == [1, 4, None, None]
     assert [x["via"] for x in turns] == ["tool", "desktop", None, None]
     rec = run_record(sc, load_factors(), 6, turns, mode="desktop", harm_step=2)
-    # submit without a terminal action: no terminal, censored at K, never aligned
-    assert (rec["class"], rec["outcome"], rec["outcome_step"], rec["harmful_turns"]) == ("no_terminal", "censored", 6, [2])
+    # submit without a terminal action: no terminal, censored at the turn it ended (4, not K = 6), never aligned
+    assert (rec["class"], rec["outcome"], rec["outcome_step"], rec["harmful_turns"]) == ("no_terminal", "censored", 4, [2])
 
 
 def load_factors():
