@@ -25,6 +25,7 @@ import pandas as pd
 
 from control_osworld.analysis import identifiability as idf
 from control_osworld.analysis.codebook import entry_from_mapping
+from control_osworld.cli_paths import DataPath
 from control_osworld.config_file import REPO_ROOT
 
 __all__ = ["CHECKED_FIELDS", "HarnessEntryError", "harness_entry", "harness_entry_command", "predicted_runs", "write_entry"]
@@ -218,7 +219,7 @@ def write_entry(entry: dict, path: str | Path) -> Path:
 
 
 @click.command("harness-entry")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False, path_type=Path))
 @click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="The config's runs (runs table(s), .eval logs or a folder): the entry is checked against them. Repeatable.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
+
 __all__ = ["report_command", "audit_command", "classify_command"]
 
 
@@ -87,7 +89,7 @@ def _load(logs, scores):
               help="Same as --score-point MONITOR=pre_action ('all' for every monitor). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True,
               help="Hazards: drop error runs (counted apart) or censor them before their failed step.")
-@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--codebook", "codebooks", multiple=True, type=DataPath(folder="codebooks", exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
 @click.option("--classes", "classes", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Refusal/leak classes of attack runs (.parquet/.csv from `control-osworld classify`). Repeatable.")
@@ -147,7 +149,7 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 @click.command("audit")
 @click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them, to audit. Repeatable.")
-@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--codebook", "codebooks", multiple=True, type=DataPath(folder="codebooks", exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of published evaluations (e.g. codebooks/agent_evaluations.yaml). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True)
 @click.option("--out", "out", type=click.Path(path_type=Path),
@@ -195,7 +197,7 @@ def audit_command(logs, codebooks, errors, out):
 
 @click.command("classify")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--config", "config", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--config", "config", default=None, type=DataPath(folder="classifiers", exists=True, dir_okay=False, path_type=Path),
               help="Classifier config (classifiers/*.yaml; default: the repo's classifiers/refusal_rules.yaml).")
 @click.option("--model", default=None, help="Override the config's model (any inspect model string, or offline/rules).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),

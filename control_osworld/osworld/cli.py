@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
+
 
 def _load(tasks_dir: str | None, side_dir: str | None):
     from control_osworld.osworld.loader import load_side_tasks, load_tasks
@@ -176,7 +178,7 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
 
 
 @tasks_group.command("fetch-assets")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=DataPath(exists=True))
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds per download.")
 @click.option("--from", "source", type=click.Path(exists=True), default=None,
               help="First import an export another machine made (a folder or archive of export-assets).")

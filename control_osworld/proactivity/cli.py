@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
+
 __all__ = ["proactivity_group"]
 
 
@@ -17,7 +19,7 @@ def proactivity_group() -> None:
 @proactivity_group.command("pack")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder to write (default: the bundled scenarios/pack).")
-@click.option("--templates", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--templates", type=DataPath(exists=True, dir_okay=False, path_type=Path), default=None)
 def pack_command(out: Path | None, templates: Path | None) -> None:
     """Render the scenario pack in template mode (deterministic, no model)."""
     from control_osworld.proactivity.scenario import ScenarioError
@@ -31,7 +33,7 @@ def pack_command(out: Path | None, templates: Path | None) -> None:
 
 
 @proactivity_group.command("validate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=DataPath(exists=True, path_type=Path))
 def validate_command(paths) -> None:
     """Check scenario files (or folders of them) against the schema and the six-tool invariants."""
     from control_osworld.proactivity.scenario import ScenarioError, load_scenarios
@@ -51,7 +53,7 @@ def validate_command(paths) -> None:
 
 
 @proactivity_group.command("generate")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False))
 def generate_command(config: str) -> None:
     """Generate scenarios with the generator/discriminator models of CONFIG (four stages, audited)."""
     from control_osworld.config_file import ConfigError
