@@ -27,6 +27,7 @@ from control_osworld.analysis import identifiability as idf
 from control_osworld.analysis.codebook import entry_from_mapping
 from control_osworld.cli_paths import DataPath
 from control_osworld.config_file import REPO_ROOT
+from control_osworld.resources import source_root
 
 __all__ = ["CHECKED_FIELDS", "HarnessEntryError", "harness_entry", "harness_entry_command", "predicted_runs", "write_entry"]
 
@@ -42,16 +43,18 @@ class HarnessEntryError(ValueError):
 
 
 def _rel(p: Path) -> str:
-    try:
-        return str(Path(p).resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(p)
+    for base in (REPO_ROOT, source_root()):  # data files, then code files (apart in a wheel)
+        try:
+            return str(Path(p).resolve().relative_to(base))
+        except ValueError:
+            pass
+    return str(p)
 
 
 def _cite(path: str | Path, needle: str) -> str:
     """The first line of `path` (repo-relative or absolute) containing `needle`, stripped."""
     p = Path(path)
-    p = p if p.is_absolute() else REPO_ROOT / p
+    p = p if p.is_absolute() else (source_root() if p.parts[:1] == ("control_osworld",) else REPO_ROOT) / p
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:

@@ -19,7 +19,7 @@ from importlib.resources import files
 from pathlib import Path
 
 __all__ = ["DATA_DIRS", "PACKAGED", "ResourceError", "data_dir", "data_root", "find", "find_config", "is_checkout", "names",
-           "package_file"]
+           "package_file", "source_root"]
 
 DATA_DIRS = ("tasks", "side_tasks", "monitors", "prompts", "configs", "scenarios", "classifiers", "codebooks", "vm")
 PACKAGED = "_data"
@@ -82,6 +82,12 @@ def find_config(name: str | Path, folder: str = "configs") -> Path:
         if cand.is_file():
             return cand
     return p
+
+
+def source_root() -> Path:
+    """The folder holding the package's code (`control_osworld/...` paths are relative to it):
+    the checkout, or site-packages for an installed wheel."""
+    return Path(str(files("control_osworld"))).resolve().parent
 
 
 def package_file(rel: str) -> Path:
