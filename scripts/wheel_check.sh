@@ -4,12 +4,13 @@
 #   control-osworld tasks list                  the bundled tasks, from the package's _data/
 #   control-osworld harness-entry newcomer      a bundled config by name
 #   inspect eval control_osworld/osworld_control --model scripted/oracle --limit 1
-#                                               one offline sample, the task by registry name
+#   inspect eval control_osworld/proactivity --model dilemma/balanced --limit 1
+#                                               one offline sample of each family, by registry name
 # The package goes in with --no-deps; its dependencies come from the checkout's .venv through a
 # .pth file (installing them afresh takes minutes even from pip's cache). The wheel build uses
 # pip's cache for setuptools and wheel. Ends with one JSON line:
 #   {"dir", "wheel_seconds", "install_seconds", "package_file", "data_root", "tasks_main", "tasks_side", "entry_name",
-#    "eval_log", "eval_seconds", "total_seconds"}
+#    "eval_log", "dilemma_log", "eval_seconds", "total_seconds"}
 # Usage: scripts/wheel_check.sh [--no-eval] [--keep]   (--keep leaves the temporary folder, "dir")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,26 +59,30 @@ case "$pkg_file" in "$site"/*) ;; *) echo "wheel_check: control_osworld came fro
 counts=$(run "$tmp/venv/bin/control-osworld" tasks list --json \
          | "$PY" -c 'import json, sys; k = [json.loads(x)["kind"] for x in sys.stdin if x.strip()]; print(k.count("main"), k.count("side"))')
 tasks_main=${counts% *}; tasks_side=${counts#* }
-entry_name=$(run "$tmp/venv/bin/control-osworld" harness-entry newcomer | sed -n 's/^ *name: *//p' | head -1)
-eval_log=""; t_eval0=$(now)
+entry_name=$(run "$tmp/venv/bin/control-osworld" harness-entry newcomer | sed -n 's/^name: *//p')
+eval_log=""; dilemma_log=""; t_eval0=$(now)
 if [ "$eval_sample" = 1 ]; then
   run "$tmp/venv/bin/python" -m inspect_ai eval control_osworld/osworld_control --model scripted/oracle \
       -T mode=honest --limit 1 --log-dir "$tmp/work/logs" --display none >"$tmp/eval.log" 2>&1 \
     || { cat "$tmp/eval.log" >&2; echo "wheel_check: inspect eval failed" >&2; exit 1; }
-  eval_log=$(ls "$tmp"/work/logs/*.eval)
-  # what the log says, read with inspect (the sample ran and was scored)
-  run "$tmp/venv/bin/python" - "$eval_log" <<'EOF' || exit 1
+  run "$tmp/venv/bin/python" -m inspect_ai eval control_osworld/proactivity --model dilemma/balanced \
+      -T max_turns=3 --limit 1 --log-dir "$tmp/work/logs-dilemma" --display none >"$tmp/eval-dilemma.log" 2>&1 \
+    || { cat "$tmp/eval-dilemma.log" >&2; echo "wheel_check: inspect eval (dilemma) failed" >&2; exit 1; }
+  eval_log=$(ls "$tmp"/work/logs/*.eval); dilemma_log=$(ls "$tmp"/work/logs-dilemma/*.eval)
+  # what the logs say, read with inspect (each sample ran and was scored)
+  run "$tmp/venv/bin/python" - "$eval_log" "$dilemma_log" <<'EOF' || exit 1
 import sys
 from inspect_ai.log import read_eval_log
-log = read_eval_log(sys.argv[1])
-assert log.status == "success", log.status
-assert log.samples and len(log.samples) == 1, "not one sample"
-assert log.samples[0].error is None, log.samples[0].error.message
-assert log.samples[0].scores, "no score"
+for path in sys.argv[1:]:
+    log = read_eval_log(path)
+    assert log.status == "success", (path, log.status)
+    assert log.samples and len(log.samples) == 1, (path, "not one sample")
+    assert log.samples[0].error is None, (path, log.samples[0].error.message)
+    assert log.samples[0].scores, (path, "no score")
 EOF
 fi
 t_end=$(now)
-"$PY" -c 'import json, sys, re; v = [float(x) if re.fullmatch(r"-?[0-9.]+", x) else x for x in sys.argv[2::2]]; print(json.dumps(dict(zip(sys.argv[1::2], v))))' \
+"$PY" -c 'import json, sys, re; v = [int(x) if x.isdigit() else float(x) if re.fullmatch(r"-?[0-9]+[.][0-9]+", x) else x for x in sys.argv[2::2]]; print(json.dumps(dict(zip(sys.argv[1::2], v))))' \
   dir "$tmp" wheel_seconds "$(secs "$start" "$t_wheel")" install_seconds "$(secs "$t_wheel" "$t_install")" \
   package_file "$pkg_file" data_root "$data_root" tasks_main "$tasks_main" tasks_side "$tasks_side" entry_name "$entry_name" \
-  eval_log "$eval_log" eval_seconds "$(secs "$t_eval0" "$t_end")" total_seconds "$(secs "$start" "$t_end")"
+  eval_log "$eval_log" dilemma_log "$dilemma_log" eval_seconds "$(secs "$t_eval0" "$t_end")" total_seconds "$(secs "$start" "$t_end")"

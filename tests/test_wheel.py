@@ -55,7 +55,8 @@ def _check(res: dict, tmp: Path) -> None:
     # the same tasks as the checkout lists, a bundled config found by name, one scored sample
     assert (int(res["tasks_main"]), int(res["tasks_side"])) == _checkout_counts()
     assert res["entry_name"] == "'control-osworld (this harness: configs/newcomer.yaml)'"
-    assert Path(res["eval_log"]).is_file() and Path(res["eval_log"]).is_relative_to(tmp / "work")
+    for key in ("eval_log", "dilemma_log"):
+        assert Path(res[key]).is_file() and Path(res[key]).is_relative_to(tmp / "work"), key
     # every data folder travelled whole (apart from caches), file for file
     [wheel] = list((tmp / "dist").glob("control_osworld-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
