@@ -223,7 +223,7 @@ def write_entry(entry: dict, path: str | Path) -> Path:
 
 @click.command("harness-entry")
 @click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False, path_type=Path))
-@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+@click.option("--logs", "logs", multiple=True, type=DataPath(exists=True, path_type=Path),
               help="The config's runs (runs table(s), .eval logs or a folder): the entry is checked against them. Repeatable.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the entry to this codebook file (e.g. codebooks/control_osworld_harness.yaml) instead of stdout.")

@@ -299,7 +299,7 @@ def verify_assets_cmd() -> None:
 
 
 @tasks_group.command("coverage")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=DataPath(exists=True, file_okay=False))
 @click.option("--records", "records_file", type=click.Path(dir_okay=False), default=None,
               help="Also write one JSON line per task: status, blocking reasons, and for the tasks that run "
                    "here which evaluator functions they use, each ours-exact or ours-approximate (and how).")
