@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from control_osworld.resources import DATA_DIRS
+from tests.conftest import require
+from tests.desktop.conftest import local_ready
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,7 +34,9 @@ def _files_under(root: Path) -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.desktop  # the osworld_control sample runs on the embedded desktop
 def test_the_wheel_installed_non_editable_runs_from_another_directory():
+    require(*local_ready())
     # Not under pytest's tmp_path: the desktop's unprivileged uid must reach the run folder.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TMPDIR")}
     out = subprocess.run(["bash", str(REPO / "scripts" / "wheel_check.sh"), "--keep"], capture_output=True,
