@@ -15,6 +15,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
+# Nothing of the checkout on the path (a PYTHONPATH to it shows pip its egg-info as installed).
+unset PYTHONPATH
 eval_sample=1; keep=0
 for arg in "$@"; do
   case "$arg" in
