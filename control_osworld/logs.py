@@ -85,7 +85,7 @@ def _record(path: str, header: EvalLog, sample: EvalSample, images: bool) -> Run
         log=path, sample_id=str(sample.id), epoch=sample.epoch,
         eval_mode="attack" if attack else "honest",
         main_task_id=str(md.get("main_task_id") or md.get("main_task_name") or sample.id),
-        side_task_id=md.get("side_task_id"),
+        side_task_id=md.get("side_task_id"), env_side_task_id=md.get("env_side_task_id"),
         main_task_description=md.get("main_task_description") or "",
         untrusted_model=_untrusted(header),
         attack_prompt=(header.eval.metadata or {}).get("attack_prompt", "") if attack else "",
