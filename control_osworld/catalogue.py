@@ -14,11 +14,11 @@ from typing import Any, Iterable
 
 from control_osworld.osworld.loader import load_side_tasks, load_tasks, pairings
 from control_osworld.osworld.schema import SideTask, Task
+from control_osworld.resources import data_dir
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TASKS = REPO / "tasks"
-DEFAULT_SIDE_TASKS = REPO / "side_tasks"
+DEFAULT_TASKS = data_dir("tasks")
+DEFAULT_SIDE_TASKS = data_dir("side_tasks")
 
 
 class Catalogue:

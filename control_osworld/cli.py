@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
 from control_osworld.desktop.provider import (
     DesktopHandle,
     DesktopSpec,
@@ -128,15 +129,37 @@ def desktop_down(name: str, all_: bool) -> None:
         click.echo(f"desktop {n!r} down")
 
 
+@main.command("install-desktop")
+@click.option("--docker", is_flag=True,
+              help="Also Docker (the distribution's docker.io when absent) and the desktop image (vm/build-image.sh).")
+def install_desktop_command(docker: bool) -> None:
+    """Install the desktop on this Debian/Ubuntu machine: its Debian packages (vm/packages.txt),
+    bubblewrap, tesseract and the desktop's own Python at /opt/control-osworld/venv, as
+    scripts/install.sh does (the same script). Needs root or sudo; idempotent."""
+    import subprocess
+
+    from control_osworld.desktop.provider import VM_DIR
+    from control_osworld.resources import package_file
+
+    script = package_file("desktop/install-desktop.sh")
+    rc = subprocess.call(["bash", str(script), str(VM_DIR), *(["--docker"] if docker else [])])
+    if rc == 0 and docker:
+        sudo = [] if os.geteuid() == 0 else ["sudo"]
+        rc = subprocess.call([*sudo, "bash", str(VM_DIR / "build-image.sh")])
+    raise SystemExit(rc)
+
+
 # ------------------------------------------------------------------ the main job
 
 
 @main.command("run")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False))
 @click.option("--log-dir", help="Override the config's log_dir.")
 @click.option("--skip-agents", is_flag=True, help="Only (re)do monitors and report over the logs there.")
 def run_command(config: str, log_dir: str | None, skip_agents: bool) -> None:
-    """Run every model pairing of CONFIG: agents, then monitors, then the report (resumable)."""
+    """Run every model pairing of CONFIG: agents, then monitors, then the report (resumable).
+
+    CONFIG is a file, or the name of a bundled one (`offline` is configs/offline.yaml)."""
     from control_osworld.config_file import ConfigError
     from control_osworld.run import run
 

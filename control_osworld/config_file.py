@@ -12,10 +12,13 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from control_osworld.resources import data_root
+
 __all__ = ["REPO_ROOT", "ConfigError", "describe", "find_prompt", "read_config", "read_mapping", "read_prompted",
            "resolve_paths", "validate"]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = data_root()
+"""The data root (the checkout, or the installed package's copy): see control_osworld.resources."""
 M = TypeVar("M", bound=BaseModel)
 
 

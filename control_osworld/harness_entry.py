@@ -25,7 +25,9 @@ import pandas as pd
 
 from control_osworld.analysis import identifiability as idf
 from control_osworld.analysis.codebook import entry_from_mapping
+from control_osworld.cli_paths import DataPath
 from control_osworld.config_file import REPO_ROOT
+from control_osworld.resources import source_root
 
 __all__ = ["CHECKED_FIELDS", "HarnessEntryError", "harness_entry", "harness_entry_command", "predicted_runs", "write_entry"]
 
@@ -41,16 +43,18 @@ class HarnessEntryError(ValueError):
 
 
 def _rel(p: Path) -> str:
-    try:
-        return str(Path(p).resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(p)
+    for base in (REPO_ROOT, source_root()):  # data files, then code files (apart in a wheel)
+        try:
+            return str(Path(p).resolve().relative_to(base))
+        except ValueError:
+            pass
+    return str(p)
 
 
 def _cite(path: str | Path, needle: str) -> str:
     """The first line of `path` (repo-relative or absolute) containing `needle`, stripped."""
     p = Path(path)
-    p = p if p.is_absolute() else REPO_ROOT / p
+    p = p if p.is_absolute() else (source_root() if p.parts[:1] == ("control_osworld",) else REPO_ROOT) / p
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
@@ -218,8 +222,8 @@ def write_entry(entry: dict, path: str | Path) -> Path:
 
 
 @click.command("harness-entry")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
+@click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False, path_type=Path))
+@click.option("--logs", "logs", multiple=True, type=DataPath(exists=True, path_type=Path),
               help="The config's runs (runs table(s), .eval logs or a folder): the entry is checked against them. Repeatable.")
 @click.option("--write", "write_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write the entry to this codebook file (e.g. codebooks/control_osworld_harness.yaml) instead of stdout.")

@@ -43,8 +43,8 @@ from control_osworld.agent import policies as _policies  # noqa: F401
 from control_osworld.agent.tools import SubmitArgs, computer_tool
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
+from control_osworld.resources import data_dir
 
-REPO = Path(__file__).resolve().parents[1]
 SETTING_NAME = "osworld_control"
 
 SETTING_DESCRIPTION = (
@@ -54,8 +54,8 @@ SETTING_DESCRIPTION = (
 
 
 class OSWorldControlSetting(Setting):
-    tasks_dir: str = Field(default=str(REPO / "tasks"), description="Main tasks (OSWorld JSON).")
-    side_tasks_dir: str = Field(default=str(REPO / "side_tasks"), description="Side tasks.")
+    tasks_dir: str = Field(default=str(data_dir("tasks")), description="Main tasks (OSWorld JSON).")
+    side_tasks_dir: str = Field(default=str(data_dir("side_tasks")), description="Side tasks.")
     main_tasks: list[str] | None = Field(default=None, description="Only these main task ids.")
     side_tasks: list[str] | None = Field(default=None, description="Only these side task ids.")
     apps: list[str] | None = Field(default=None, description="Only main tasks of these apps.")

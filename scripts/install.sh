@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything control-osworld needs on a Debian/Ubuntu machine:
-#   - the desktop's Debian packages (vm/packages.txt) and the host tools (bubblewrap,
-#     tesseract, python3-venv);
-#   - the desktop's own python venv at /opt/control-osworld/venv (pyautogui & co);
+#   - the desktop (control_osworld/desktop/install-desktop.sh, also `control-osworld
+#     install-desktop`): its Debian packages (vm/packages.txt), the host tools (bubblewrap,
+#     tesseract, python3-venv) and its own python venv at /opt/control-osworld/venv (pyautogui & co);
 #   - this package with its test extras into the project's own virtual environment, .venv in
 #     the checkout (never into the system's python: Debian's and Ubuntu's are "externally
 #     managed", PEP 668). Its interpreter: $PYTHON if set, else the first of `python3` on PATH,
@@ -27,55 +27,18 @@ if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "scripts/install.sh: not root and no sudo: run it as root or install sudo" >&2; exit 1; }
   SUDO="sudo"
 fi
-ROOT="${CONTROL_OSWORLD_ROOT:-/opt/control-osworld}"
 VENV="$PWD/.venv"
 
 step() { printf '\n== %s\n' "$*"; }
 die() { echo "scripts/install.sh: $*" >&2; exit 1; }
 
-packages=$(grep -v '^\s*#' vm/packages.txt | sed 's/#.*//' | tr -s ' \n' '\n' | sed '/^$/d' | tr '\n' ' ')
-# git: control-arena imports GitPython, which needs the executable.
-host_packages="bubblewrap debootstrap tesseract-ocr tesseract-ocr-eng python3 python3-venv git"
-if [ "$docker_image" = 1 ] && ! command -v docker >/dev/null; then
-  host_packages="$host_packages docker.io"   # the engine and CLI from the distribution's archive
-fi
-# shellcheck disable=SC2086
-missing=$(dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' $packages $host_packages 2>/dev/null \
-          | awk '$1 != "ii" {print $2}' || true)
-# shellcheck disable=SC2086
-if [ -n "$missing" ] || ! dpkg-query -W $packages $host_packages >/dev/null 2>&1; then
-  step "Debian packages"
-  $SUDO apt-get update -qq
-  # A package this distribution's archive lacks (e.g. firefox-esr on Ubuntu) is left out with
-  # a warning instead of stopping the install; the tests that need it then say so.
-  wanted=""; absent=""
-  for p in $packages $host_packages; do
-    if [ -n "$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)" {print $2}')" ]; then
-      wanted="$wanted $p"
-    else
-      absent="$absent $p"
-    fi
-  done
-  [ -z "$absent" ] || echo "WARNING: not in this system's package archive, skipped:$absent" >&2
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $wanted
+# The desktop (Debian packages, host tools, the desktop's python): the same file that
+# `control-osworld install-desktop` runs from an installed package.
+if [ "$docker_image" = 1 ]; then
+  bash control_osworld/desktop/install-desktop.sh vm --docker
 else
-  step "Debian packages: all present"
+  bash control_osworld/desktop/install-desktop.sh vm
 fi
-if [ "$docker_image" = 1 ] && command -v systemctl >/dev/null && [ -d /run/systemd/system ] \
-   && ! docker info >/dev/null 2>&1; then
-  $SUDO systemctl start docker || true
-fi
-
-step "desktop python at $ROOT/venv"
-if [ ! -x "$ROOT/venv/bin/python" ]; then
-  $SUDO mkdir -p "$ROOT"
-  $SUDO /usr/bin/python3 -m venv --system-site-packages "$ROOT/venv"
-fi
-$SUDO "$ROOT/venv/bin/pip" install -q --disable-pip-version-check -r vm/requirements.txt
-# pyautogui needs a display to import, so only look the modules up here.
-"$ROOT/venv/bin/python" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('pyautogui', 'mss', 'pyatspi', 'PIL', 'Xlib')))" \
-  || die "the desktop venv at $ROOT/venv lacks pyautogui/mss/pyatspi/PIL/Xlib"
 
 new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
 step "control-osworld (python package) in $VENV"

@@ -23,7 +23,9 @@ from inspect_ai.model import (
 from inspect_ai.tool import Tool
 from pydantic import Field
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+from control_osworld.resources import data_dir
+
+PROMPTS_DIR = data_dir("prompts")
 
 
 def load_prompt(name: str) -> str:

@@ -47,7 +47,6 @@ import hashlib
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -66,13 +65,14 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 
 from control_osworld.desktop.actions import Scale
+from control_osworld.resources import data_dir
 
 STRATEGIES = ("blatant", "burst", "spread", "hidden")
 """Drawn at random for attack runs without a strategy."""
 ON_REQUEST = ("tamper",)
 """Strategies used only when asked for by name."""
-TAMPER_ORACLE = Path(__file__).resolve().parents[2] / "side_tasks" / "oracles" / "tamper-evidence.json"
-TEXT_FILE = Path(__file__).resolve().parents[2] / "prompts" / "scripted_text.yaml"
+TAMPER_ORACLE = data_dir("side_tasks") / "oracles" / "tamper-evidence.json"
+TEXT_FILE = data_dir("prompts") / "scripted_text.yaml"
 
 
 @lru_cache(maxsize=1)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 
-__all__ = ["report_command", "audit_command", "classify_command"]
+from control_osworld.cli_paths import DataPath
+
+__all__ = ["report_command", "audit_command", "classify_command", "register_dilemma_report"]
 
 
 def _fprs(value: str) -> tuple[float, ...]:
@@ -63,6 +66,17 @@ def _load(logs, scores):
     return runs, sc
 
 
+_dilemma_report: tuple[Callable[..., dict[str, Path]], Callable[..., Any]] | None = None
+
+
+def register_dilemma_report(build: Callable[..., dict[str, Path]], load: Callable[..., Any]) -> None:
+    """The dilemma family's report builder and run loader behind `report --proactivity`.
+    control_osworld.proactivity.cli registers them: the shared analysis imports nothing of
+    the families above it."""
+    global _dilemma_report
+    _dilemma_report = (build, load)
+
+
 @click.command("report")
 @click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them. Repeatable.")
@@ -87,7 +101,7 @@ def _load(logs, scores):
               help="Same as --score-point MONITOR=pre_action ('all' for every monitor). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True,
               help="Hazards: drop error runs (counted apart) or censor them before their failed step.")
-@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--codebook", "codebooks", multiple=True, type=DataPath(folder="codebooks", exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of external evaluations to audit alongside the runs. Repeatable.")
 @click.option("--classes", "classes", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Refusal/leak classes of attack runs (.parquet/.csv from `control-osworld classify`). Repeatable.")
@@ -116,8 +130,10 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
     if bool(logs) != bool(scores):
         raise click.UsageError("--logs and --scores go together")
     if dilemmas:
-        from control_osworld.proactivity.report import build_proactivity_report
-        from control_osworld.proactivity.runs import load_dilemma_runs
+        if _dilemma_report is None:
+            raise click.ClickException("--proactivity: the dilemma family did not register its report "
+                                       "(control_osworld.proactivity.cli does, as `control-osworld report` loads it)")
+        build_proactivity_report, load_dilemma_runs = _dilemma_report
 
         try:
             d_written = build_proactivity_report(load_dilemma_runs(dilemmas), Path(out_dir) / "proactivity", resamples, seed,
@@ -152,7 +168,7 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
 @click.command("audit")
 @click.option("--logs", "logs", multiple=True, type=click.Path(exists=True, path_type=Path),
               help="Runs table(s) (.parquet/.csv), inspect .eval logs, or a folder of them, to audit. Repeatable.")
-@click.option("--codebook", "codebooks", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--codebook", "codebooks", multiple=True, type=DataPath(folder="codebooks", exists=True, dir_okay=False, path_type=Path),
               help="YAML codebook of published evaluations (e.g. codebooks/agent_evaluations.yaml). Repeatable.")
 @click.option("--errors", type=click.Choice(["exclude", "censor"]), default="exclude", show_default=True)
 @click.option("--out", "out", type=click.Path(path_type=Path),
@@ -200,7 +216,7 @@ def audit_command(logs, codebooks, errors, out):
 
 @click.command("classify")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--config", "config", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@click.option("--config", "config", default=None, type=DataPath(folder="classifiers", exists=True, dir_okay=False, path_type=Path),
               help="Classifier config (classifiers/*.yaml; default: the repo's classifiers/refusal_rules.yaml).")
 @click.option("--model", default=None, help="Override the config's model (any inspect model string, or offline/rules).")
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),

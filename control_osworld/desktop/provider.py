@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Callable, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from control_osworld.resources import data_dir
+
 if TYPE_CHECKING:
     import httpx
 
-VM_DIR = Path(__file__).resolve().parents[2] / "vm"
+VM_DIR = data_dir("vm")
 """The desktop's definition (package list, in-desktop server, home skeleton)."""
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from control_osworld.resources import data_dir
+
 from .config import (
     ALL_SUBSETS,
     ConfigError,
@@ -44,7 +46,7 @@ __all__ = [
     "score_runs",
 ]
 
-MONITORS_DIR = Path(__file__).resolve().parents[2] / "monitors"
+MONITORS_DIR = data_dir("monitors")
 OFFLINE_CONFIGS = ("full_trajectory_rules", "per_step_rules", "full_trajectory_learned", "per_step_learned")
 BASELINE_CONFIGS = ("full_trajectory_length", "per_step_length", "full_trajectory_random", "per_step_random")
 """Baseline rows for the tables: run length and seeded noise, full-trajectory and per-step."""

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
+
 from .config import ALL_SUBSETS, ConfigError, parse_subsets
 from .runner import load_configs
 
@@ -25,7 +27,7 @@ def read_logs(paths: list[Path]):
 
 @click.command("monitor")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--config", "-c", "config_paths", multiple=True, required=True, type=click.Path(path_type=Path),
+@click.option("--config", "-c", "config_paths", multiple=True, required=True, type=DataPath(folder="monitors", path_type=Path),
               help="A monitor config (monitors/*.yaml); repeat for several.")
 @click.option("--inputs", "inputs", multiple=True,
               help="Input subset, e.g. A,S or A+T+S; repeat for several. Default: each config's own `inputs`.")

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Sequence
 
-from .config import ALL_SUBSETS, REPO_ROOT, MonitorConfig, load_config, parse_subsets
+from control_osworld.resources import find_config
+
+from .config import ALL_SUBSETS, MonitorConfig, load_config, parse_subsets
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,16 +44,14 @@ def read_logs(paths: Sequence[str | Path]):
 
 
 def load_configs(paths: Sequence[str | Path | MonitorConfig]) -> list[MonitorConfig]:
-    """Configs from files; a relative path that is not found here is looked up in the repo."""
+    """Configs from files; a relative path that is not found here is looked up in the data root
+    (a bare name in monitors/: `per_step_rules`)."""
     out = []
     for p in paths:
         if isinstance(p, MonitorConfig):
             out.append(p)
             continue
-        p = Path(p)
-        if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
-            p = REPO_ROOT / p
-        out.append(load_config(p))
+        out.append(load_config(find_config(p, "monitors")))
     return out
 
 

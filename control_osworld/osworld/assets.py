@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-REPO = Path(__file__).resolve().parents[2]
-GENERATOR = REPO / "tasks" / "assets" / "make_assets.py"
+from control_osworld.resources import data_dir
+
+GENERATOR = data_dir("tasks") / "assets" / "make_assets.py"
 PLACEHOLDER = "{ASSETS}"
 _lock = threading.Lock()
 _ready: set[str] = set()

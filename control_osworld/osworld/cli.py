@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.cli_paths import DataPath
+
 
 def _load(tasks_dir: str | None, side_dir: str | None):
     from control_osworld.osworld.loader import load_side_tasks, load_tasks
@@ -185,7 +187,7 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
 
 
 @tasks_group.command("fetch-assets")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, type=DataPath(exists=True))
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds per download.")
 @click.option("--from", "source", type=click.Path(exists=True), default=None,
               help="First import an export another machine made (a folder or archive of export-assets).")
@@ -297,7 +299,7 @@ def verify_assets_cmd() -> None:
 
 
 @tasks_group.command("coverage")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=DataPath(exists=True, file_okay=False))
 @click.option("--records", "records_file", type=click.Path(dir_okay=False), default=None,
               help="Also write one JSON line per task: status, blocking reasons, and for the tasks that run "
                    "here which evaluator functions they use, each ours-exact or ours-approximate (and how).")

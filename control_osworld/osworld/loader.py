@@ -26,8 +26,9 @@ from pydantic import ValidationError
 
 from control_osworld.osworld.schema import SideTask, Task
 from control_osworld.osworld.validity import check_side_task, check_task
+from control_osworld.resources import data_root, find
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = data_root()
 SKIP_DIRS = {"oracles", "assets", "__pycache__"}
 TASK_SKIP_DIRS = SKIP_DIRS | {"side_tasks"}
 """Main-task folders also skip `side_tasks/` (Control OSWorld keeps its side tasks there)."""
@@ -65,10 +66,7 @@ class LoadedList(list):
 def _resolve(dir: str | Path | None, default: str) -> Path:
     if dir is None:
         return REPO / default
-    p = Path(dir)
-    if not p.exists() and not p.is_absolute() and (REPO / p).exists():
-        return REPO / p
-    return p
+    return find(dir)  # the user's folder when it exists, else the bundled one
 
 
 def _display(path: Path) -> str:

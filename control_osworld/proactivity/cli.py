@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
+
+from control_osworld.analysis.cli import register_dilemma_report
+from control_osworld.cli_paths import DataPath
 
 __all__ = ["proactivity_group"]
 
@@ -17,7 +21,7 @@ def proactivity_group() -> None:
 @proactivity_group.command("pack")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder to write (default: the bundled scenarios/pack).")
-@click.option("--templates", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None)
+@click.option("--templates", type=DataPath(exists=True, dir_okay=False, path_type=Path), default=None)
 def pack_command(out: Path | None, templates: Path | None) -> None:
     """Render the scenario pack in template mode (deterministic, no model)."""
     from control_osworld.proactivity.scenario import ScenarioError
@@ -31,7 +35,7 @@ def pack_command(out: Path | None, templates: Path | None) -> None:
 
 
 @proactivity_group.command("validate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=DataPath(exists=True, path_type=Path))
 def validate_command(paths) -> None:
     """Check scenario files (or folders of them) against the schema and the six-tool invariants."""
     from control_osworld.proactivity.scenario import ScenarioError, load_scenarios
@@ -51,7 +55,7 @@ def validate_command(paths) -> None:
 
 
 @proactivity_group.command("generate")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("config", type=DataPath(folder="configs", exists=True, dir_okay=False))
 def generate_command(config: str) -> None:
     """Generate scenarios with the generator/discriminator models of CONFIG (four stages, audited)."""
     from control_osworld.config_file import ConfigError
@@ -66,3 +70,19 @@ def generate_command(config: str) -> None:
     n = len(log.samples or [])
     ok = sum(1 for s in log.samples or [] if s.scores and next(iter(s.scores.values())).answer == "accepted")
     click.echo(f"{ok}/{n} scenarios accepted -> {cfg.out_dir} (audit in {cfg.out_dir}/audit, log {log.location})")
+
+
+def _build_report(*args: Any, **kwargs: Any) -> dict[str, Path]:
+    from control_osworld.proactivity.report import build_proactivity_report
+
+    return build_proactivity_report(*args, **kwargs)
+
+
+def _load_runs(*args: Any, **kwargs: Any) -> Any:
+    from control_osworld.proactivity.runs import load_dilemma_runs
+
+    return load_dilemma_runs(*args, **kwargs)
+
+
+# `control-osworld report --proactivity`: the shared report command calls the family's own.
+register_dilemma_report(_build_report, _load_runs)

@@ -316,7 +316,7 @@ class DilemmaDesktopSetting(Setting):
         return SETTING_NAME
 
     def get_dataset(self, eval_mode: EvalMode) -> list[Sample]:
-        from .task import dilemma_samples, parse_conditions
+        from .samples import dilemma_samples, parse_conditions
 
         if eval_mode != EvalMode.HONEST:
             raise ValueError("dilemma runs are honest runs: the point is that nobody tells the agent to attack")
@@ -358,6 +358,6 @@ class DilemmaDesktopSetting(Setting):
                                 "episode is then recorded as undecided).", input_type=SubmitArgs)
 
     def get_scorers(self) -> list[Scorer]:
-        from .task import dilemma_scorer
+        from .samples import dilemma_scorer
 
         return [dilemma_scorer()]

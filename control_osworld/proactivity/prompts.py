@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
+from control_osworld.resources import data_dir
+
 from .scenario import FACTOR_LEVELS, Factors, Scenario
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts" / "proactivity"
+PROMPTS_DIR = data_dir("prompts") / "proactivity"
 
 
 @lru_cache(maxsize=None)

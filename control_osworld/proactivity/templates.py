@@ -11,12 +11,13 @@ from pathlib import Path
 
 import yaml
 
+from control_osworld.resources import data_dir
+
 from .prompts import load_yaml
 from .scenario import DRIVES, Scenario, ScenarioError, dump_scenario, scenario_from_dict
 
-REPO = Path(__file__).resolve().parents[2]
-TEMPLATES = REPO / "scenarios" / "templates.yaml"
-PACK_DIR = REPO / "scenarios" / "pack"
+TEMPLATES = data_dir("scenarios") / "templates.yaml"
+PACK_DIR = data_dir("scenarios") / "pack"
 
 
 def _cases(path: Path) -> list[dict]:
