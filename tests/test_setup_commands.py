@@ -40,7 +40,15 @@ def test_ci_runs_the_readmes_test_command():
 
 
 def test_the_checkouts_venv_is_not_committed():
-    assert ".venv/" in (REPO / ".gitignore").read_text().split()
+    import shutil
+    import subprocess
+
+    # `.venv` (not `.venv/`): a worktree's .venv may be a link to another checkout's, and git
+    # would otherwise track the link and replace a real venv with it at the next checkout.
+    assert ".venv" in (REPO / ".gitignore").read_text().split()
+    if (REPO / ".git").exists() and shutil.which("git"):
+        tracked = subprocess.run(["git", "-C", str(REPO), "ls-files", ".venv"], capture_output=True, text=True)
+        assert tracked.stdout.strip() == "", "the checkout tracks .venv"
 
 
 
