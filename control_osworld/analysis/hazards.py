@@ -319,8 +319,12 @@ def multi_agent_risk(f_e, n) -> MultiAgentRisk:
     """
     f = np.asarray(f_e, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    if np.any((f < 0) | (f > 1)):
+    # An incidence summed from hazards may land an ulp outside [0, 1] (1.0000000000000002 when
+    # every run escapes): that is rounding, not a bad argument.
+    eps = 1e-9
+    if np.any((f < -eps) | (f > 1 + eps)):
         raise ValueError("f_e must be in [0, 1]")
+    f = np.clip(f, 0.0, 1.0)
     if np.any(n < 1):
         raise ValueError("n must be >= 1")
     ind = 1.0 - np.power(1.0 - f, n)

@@ -91,6 +91,11 @@ def test_multi_agent_risk_and_bounds():
     assert hz.multi_agent_risk(0.3, 5).upper == 1.0
     v = hz.multi_agent_risk(np.array([0.1, 0.2]), 3)
     np.testing.assert_allclose(v.independent, [1 - 0.9**3, 1 - 0.8**3])
+    # every run escaped: an incidence summed to 1 + ulp is 1, not an error; a real overshoot is
+    r = hz.multi_agent_risk(1.0000000000000002, 4)
+    assert (r.independent, r.lower, r.upper) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError):
+        hz.multi_agent_risk(1.01, 4)
 
 
 def _simulate(rng, n, K, s, g, e, d):
