@@ -45,9 +45,11 @@ from control_osworld.desktop.handle import DesktopHandle
 __all__ = ["AsyncDesktopClient", "DesktopClient", "DesktopDied", "DesktopError", "DesktopHung", "StepResult",
            "command_stream", "command_truncated"]
 
-EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env"})
+EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env", "integrity", "byte_safe_output"})
 """What our server adds to upstream's protocol (`GET /healthz` lists them): `POST /step`,
-`/screenshot?width=&height=`, and `input`/`cwd`/`env`/`timeout` on `/execute`."""
+`/screenshot?width=&height=`, `input`/`cwd`/`env`/`timeout`/`max_output` on `/execute`, `GET
+/integrity` (its counts of the agent's faults), and bounded, byte-safe command output
+(`output_b64`, `truncated`: see `_Ops.execute`)."""
 UPSTREAM_ACTION_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False\n"
 """What upstream's client puts before every pyautogui action (desktop_env/controllers/python.py;
 a newline instead of its `; ` so that actions may start with a compound statement)."""

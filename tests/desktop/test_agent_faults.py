@@ -204,3 +204,42 @@ def test_xvfb_dead_stays_a_sample_error(desk):
     with pytest.raises(DesktopError) as e:
         c.step("pyautogui.moveTo(3, 3)", screenshot=False)
     assert e.value.status == 500 and agent_fault(e.value) is None, e.value
+
+
+@pytest.mark.desktop
+def test_the_agents_process_limit_is_its_own():
+    """A fork bomb: the agent at its RLIMIT_NPROC. The server still starts its commands (it forks
+    as root), or, where the kernel refuses, answers returncode 126 (`agent_fault: cannot_start`,
+    never a 500); its executor and the harness's commands go on. Local only: docker desktops share uid 1000's limit on the host kernel
+    (docs/integrity.md), so a fork bomb there would reach the other desktops of the machine."""
+    from tests.desktop.conftest import local_ready
+
+    ok, why = local_ready()
+    from tests.conftest import require
+
+    require(ok, why)
+    require(os.geteuid() == 0, "the agent's RLIMIT_NPROC is set by the trusted side (local as root)")
+    p = get_provider("local")
+    h = p.start(DesktopSpec(memory_mb=2048))
+    bomb = ("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n"
+            "            time.sleep(20)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    print(n, flush=True)\n")
+    try:
+        with DesktopClient.for_handle(h, timeout=120) as c:
+            _executor_alive(c)
+            c.write_file("/tmp/bomb.py", bomb)
+            c.execute(["bash", "-c", "nohup python3 /tmp/bomb.py > /tmp/bomb.out 2>&1 &"])
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not c.read_file("/tmp/bomb.out"):
+                time.sleep(0.2)
+            assert int((c.read_file("/tmp/bomb.out") or b"0").split()[0]) > 1000
+            # the server (root in the desktop) still starts the agent's commands, or answers 126
+            r = c.execute(["echo", "hi"])
+            assert (r["returncode"], r["output"]) == (0, "hi\n") or \
+                (r["returncode"] == 126 and r["agent_fault"] == "cannot_start"), r
+            res = _sandbox_exec(h, ["echo", "hi"])
+            assert res.returncode in (0, 126), res
+            _executor_alive(c)  # already running: actions go on
+            trusted = c.execute(["id", "-u"], trusted=True)
+            assert trusted["returncode"] == 0 and trusted["output"].strip() == "999", trusted
+    finally:
+        p.stop(h)

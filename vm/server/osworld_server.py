@@ -6,7 +6,14 @@ Upstream clients work against it unchanged. Differences that matter:
 - `POST /step` (ours): run an action and return the screenshot taken right after it, in one
   round trip;
 - errors are JSON `{"status": "error", "message": ...}` with a 4xx/5xx code, and the server keeps
-  serving after any of them.
+  serving after any of them;
+- nothing the agent controls makes it answer 500 (docs/integrity.md, "What the agent can
+  provoke"): command output is read as bytes, bounded per stream and byte-safe (outputs.py:
+  `output` as upstream's text, `output_b64` with the exact bytes when they are not UTF-8,
+  `truncated`); a pyautogui executor the agent killed is restarted (bounded retries), and an
+  action it could not run answers 200 with `returncode` 1 and `agent_fault`; X helpers stalled
+  by the agent's grab answer 504; `GET /integrity` (ours) counts the executor's restarts and
+  deaths for the sample's `integrity` record.
 Listens on TCP (`tcp:HOST:PORT`) or a unix socket (`unix:PATH`, the embedded sandbox, which has
 no network at all).
 
@@ -138,7 +145,22 @@ class Executor:
         del self.deaths[:-self.LOG_KEEP]
 
     def _spawn(self, wait: float) -> subprocess.Popen | None:
-        proc = subprocess.Popen(
+        try:
+            proc = self._popen()
+        except OSError:  # EAGAIN at the agent's process limit, ENOMEM: a failed start
+            return None
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(proc.stdout.readline(4096)), daemon=True)
+        reader.start()
+        reader.join(wait)
+        if got and got[0].strip():
+            return proc
+        self._kill_proc(proc)
+        return None
+
+    @staticmethod
+    def _popen() -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, str(HERE / "executor.py")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -151,14 +173,6 @@ class Executor:
             env=identity.agent_env(),
             preexec_fn=identity.agent_preexec(),
         )
-        got: list[str] = []
-        reader = threading.Thread(target=lambda: got.append(proc.stdout.readline(4096)), daemon=True)
-        reader.start()
-        reader.join(wait)
-        if got and got[0].strip():
-            return proc
-        self._kill_proc(proc)
-        return None
 
     def _start(self, budget: float | None = None) -> subprocess.Popen:
         """A ready executor; `budget`: the most seconds all attempts may take together (so
@@ -346,7 +360,7 @@ def screenshot_png(size: tuple[int, int] | None = None) -> bytes:
 
 def _windows() -> list[tuple[str, str, str]]:
     """(id, wm_class, title) of every managed window, via wmctrl (needs an EWMH WM)."""
-    out = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, errors="replace", timeout=10).stdout
     rows = []
     for line in out.splitlines():
         parts = line.split(None, 4)
@@ -435,6 +449,11 @@ def _run_command(command, shell: bool, timeout: float, input: str | None = None,
         raise HTTPError(400, f"cwd is not a directory: {e.filename}")
     except PermissionError as e:
         raise HTTPError(400, f"command or cwd not permitted: {e.filename}")
+    except OSError as e:  # EAGAIN / ENOMEM: no process could be started (a fork bomb, memory)
+        if trusted:  # the harness's command did not run: its verdict cannot be read from this
+            raise HTTPError(503, f"the harness's command could not be started: {e}")
+        return {"status": "success", "output": "", "error": f"the command could not be started: {e}",
+                "returncode": 126, "agent_fault": "cannot_start"}
     finally:
         if trusted:
             with _trusted_lock:
@@ -621,7 +640,7 @@ class Handler(BaseHTTPRequestHandler):
         if wid is None:
             # upstream's view returns None, which Flask turns into a 500
             raise HTTPError(500 if UPSTREAM_ONLY else 404, f"no window of class {name!r}")
-        out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, errors="replace", timeout=10).stdout
         vals = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
         self._json({"width": int(vals.get("Width", 0)), "height": int(vals.get("Height", 0))})
 
@@ -657,7 +676,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def cursor_position(self):
         self._body()
-        out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, errors="replace", timeout=10).stdout
         vals = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
         self._json([int(vals.get("X", 0)), int(vals.get("Y", 0))])
 
@@ -706,9 +725,12 @@ class Handler(BaseHTTPRequestHandler):
             data = data.encode()
         p = Path(os.path.expanduser(path))
         if identity.SPLIT:  # written by the agent's uid: its file, through its permissions
-            r = subprocess.run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "upload", str(p)],
-                               input=data, capture_output=True, timeout=120, env=identity.agent_env(),
-                               preexec_fn=identity.agent_preexec(), cwd=os.environ.get("HOME"))
+            try:
+                r = subprocess.run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "upload",
+                                    str(p)], input=data, capture_output=True, timeout=120, env=identity.agent_env(),
+                                   preexec_fn=identity.agent_preexec(), cwd=os.environ.get("HOME"))
+            except OSError as e:  # the agent's process limit reached, no memory: its own doing
+                raise HTTPError(400, f"cannot write {p}: no process could be started ({e})")
             if r.returncode != 0:
                 raise HTTPError(400, f"cannot write {p}: {r.stderr.decode(errors='replace').strip()}")
         else:
@@ -766,7 +788,7 @@ class Handler(BaseHTTPRequestHandler):
         timeout = float(body.get("timeout_seconds", 1800))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            out = subprocess.run(["wmctrl", "-l"], capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(["wmctrl", "-l"], capture_output=True, text=True, errors="replace", timeout=10).stdout
             for line in out.splitlines():
                 if any(n and n in line for n in names):
                     subprocess.run(["wmctrl", "-i", "-a", line.split()[0]], timeout=10, check=False)
@@ -879,7 +901,7 @@ class TCPServer(ThreadingHTTPServer):
 
 def _as_agent_python(code: str, timeout: float = 60) -> str:
     """Run `code` in a fresh python as the agent's uid; its stdout."""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, errors="replace", timeout=timeout,
                        cwd=str(HERE), env=identity.agent_env({"PYTHONPATH": str(HERE)}),
                        preexec_fn=identity.agent_preexec())
     if r.returncode != 0:
