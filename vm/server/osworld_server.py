@@ -124,7 +124,7 @@ class Executor:
     BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8)
     READY_TIMEOUT_S = 30.0
     START_BUDGET_S = 20.0
-    MAX_REPLY = 2 * outputs.MAX_OUTPUT + 65536
+    MAX_REPLY = 2 * 6 * outputs.MAX_ACTION_OUTPUT + 65536  # JSON escapes take up to 6 characters
     LOG_KEEP = 50
 
     def __init__(self) -> None:
@@ -276,8 +276,8 @@ class Executor:
                 self._note_death("garbled reply")
                 self._kill()
                 raise AgentFault("executor_output", f"the action executor answered garbage ({e}); restarted")
-            out, cut_out = outputs.safe_text(reply.get("output"))
-            err, cut_err = outputs.safe_text(reply.get("error"))
+            out, cut_out = outputs.safe_text(reply.get("output"), outputs.MAX_ACTION_OUTPUT)
+            err, cut_err = outputs.safe_text(reply.get("error"), outputs.MAX_ACTION_OUTPUT)
             rc = reply.get("returncode")
             r = {"output": out, "error": err, "returncode": rc if isinstance(rc, int) else 1}
             if cut_out or cut_err:
@@ -515,8 +515,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, obj, status: int = 200) -> None:
-        self._send(status, json.dumps(obj).encode(), "application/json")
+    def _json(self, obj, status: int = 200, ascii: bool = True) -> None:
+        """`ascii=False` for command replies (their text has no lone surrogates: outputs.py), so
+        that U+FFFD takes 3 bytes, not the 6 of its escape."""
+        self._send(status, json.dumps(obj, ensure_ascii=ascii).encode("utf-8"), "application/json")
 
     def _body(self) -> bytes:
         if getattr(self, "_raw", None) is not None:
@@ -605,7 +607,7 @@ class Handler(BaseHTTPRequestHandler):
                                 _field(body, "cwd", (str, type(None)), None),
                                 _field(body, "env", (dict, type(None)), None),
                                 trusted=_truthy(body.get("trusted", False)),
-                                max_output=min(max_output or outputs.MAX_OUTPUT, outputs.MAX_OUTPUT)))
+                                max_output=min(max_output or outputs.MAX_OUTPUT, outputs.MAX_OUTPUT)), ascii=False)
 
     def step(self):
         body = self._json_body()

@@ -23,8 +23,11 @@ import subprocess
 import threading
 import time
 
-MAX_OUTPUT = int(os.environ.get("OSWORLD_MAX_OUTPUT", str(16 * 1024 * 1024)))
-"""Bytes kept per stream by default (a request may ask for less with `max_output`)."""
+MAX_OUTPUT = int(os.environ.get("OSWORLD_MAX_OUTPUT", str(64 * 1024 * 1024)))
+"""Bytes kept per stream by default (a request may ask for less with `max_output`): above what
+the checker's collections print (evaluators/collect.py: 16 MiB read, base64, plus listings)."""
+MAX_ACTION_OUTPUT = 4 * 1024 * 1024
+"""Bytes kept per stream of a pyautogui action (the executor is the agent's process)."""
 _CHUNK = 1 << 16
 
 
