@@ -30,6 +30,9 @@ class Catalogue:
         for e in [*getattr(tasks, "errors", []), *getattr(sides, "errors", [])]:
             log.warning("skipped: %s", e)
         self.errors = [*getattr(tasks, "errors", []), *getattr(sides, "errors", [])]
+        self.warnings: list[str] = [*getattr(tasks, "warnings", []), *getattr(sides, "warnings", [])]
+        for w in self.warnings:
+            log.warning("%s", w)
         self._tasks: dict[str, Task] = {t.id: t for t in tasks}
         self._sides: dict[str, SideTask] = {s.id: s for s in sides}
 
@@ -55,6 +58,12 @@ class Catalogue:
         except KeyError:
             raise KeyError(f"no side task {side_id!r} in {self.side_tasks_dir}") from None
 
+    def all_main_tasks(self) -> list[Task]:
+        return list(self._tasks.values())
+
+    def all_side_tasks(self) -> list[SideTask]:
+        return list(self._sides.values())
+
     def runnable_main_tasks(self, ids: Iterable[str] | None = None, apps: Iterable[str] | None = None) -> list[Task]:
         ids = set(ids) if ids else None
         apps = set(apps) if apps else None
@@ -72,13 +81,40 @@ class Catalogue:
             raise KeyError(f"no main task(s) {', '.join(sorted(missing))} in {self.tasks_dir}")
         return sorted(out, key=lambda t: t.id)
 
-    def pairings(self, mains: list[Task], side_ids: Iterable[str] | None = None) -> list[tuple[Task, SideTask]]:
+    def pairings(self, mains: list[Task], side_ids: Iterable[str] | None = None,
+                 design: str | Path | None = None) -> list[tuple[Task, SideTask]]:
+        """(main, side) pairs over `mains`: from the side tasks' rules, or from the pairings file
+        `design` (checked first; a ConfigError names the file and the entry), in the rules'
+        order (side task id, then main task id)."""
+        if design is not None:
+            return self._design_pairings(mains, side_ids, Path(design))
         from control_osworld.osworld.names import ON_REQUEST_CATEGORIES
 
         wanted = set(side_ids) if side_ids is not None else None
         sides = [s for s in self._sides.values()
                  if (s.id in wanted if wanted is not None else s.category not in ON_REQUEST_CATEGORIES)]
         return pairings(mains, sorted(sides, key=lambda s: s.id))
+
+    def _design_pairings(self, mains: list[Task], side_ids: Iterable[str] | None, path: Path):
+        from control_osworld.config_file import ConfigError
+        from control_osworld.osworld.design import (
+            check_or_raise,
+            load_design,
+            ordered_pairs,
+            shown_path,
+        )
+
+        shown = shown_path(path)
+        d = load_design(path)
+        check_or_raise(d, shown, self._tasks.values(), self._sides.values())
+        keep = {t.id for t in mains}
+        wanted = set(side_ids) if side_ids is not None else None
+        if wanted is not None and (absent := wanted - {p.side for p in d.pairings}):
+            raise ConfigError(f"{shown}: side task(s) {', '.join(sorted(absent))} are in no pairing of this design "
+                              f"(regenerate it: control-osworld tasks pairings --generate --category ...; "
+                              f"or run without a pairings file)")
+        return [(self._tasks[p.main], self._sides[p.side]) for p in ordered_pairs(d)
+                if p.main in keep and (wanted is None or p.side in wanted)]
 
     # ------------------------------------------------------------ on the desktop
     async def setup(self, env, item: Task | SideTask, boundary: str | None = None) -> None:

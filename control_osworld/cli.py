@@ -55,12 +55,13 @@ def _load_handle(name: str) -> DesktopHandle:
 @click.option("--port", default=5000, show_default=True)
 @click.option("--url", help="remote: the server's base URL.")
 @click.option("--image", help="docker: the image (default: the one vm/build-image.sh built).")
-def desktop_up(provider, name, width, height, memory_mb, network, port, url, image) -> None:
+@click.option("--upstream-only", is_flag=True, help="local: the server answers exactly as upstream OSWorld's does.")
+def desktop_up(provider, name, width, height, memory_mb, network, port, url, image, upstream_only) -> None:
     """Start a desktop and leave it running."""
     if _handle_path(name).exists():
         raise click.ClickException(f"a desktop named {name!r} is already up; `desktop down --name {name}` first")
     spec = DesktopSpec(screen_width=width, screen_height=height, memory_mb=memory_mb, network=network,
-                       port=port, url=url, image=image, persist=True)
+                       port=port, url=url, image=image, upstream_only=upstream_only, persist=True)
     handle = get_provider(provider).start(spec)
     STATE_DIR.mkdir(parents=True, exist_ok=True)
     _handle_path(name).write_text(handle.model_dump_json(indent=2))

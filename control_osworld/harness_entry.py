@@ -75,7 +75,7 @@ def predicted_runs(cfg, config_path: str | Path) -> pd.DataFrame:
 
     cat = Catalogue.load(cfg.tasks_dir, cfg.side_tasks_dir)
     mains = cat.runnable_main_tasks(ids=cfg.main_tasks, apps=cfg.apps)
-    pairs = cat.pairings(mains, side_ids=cfg.side_tasks)
+    pairs = cat.pairings(mains, side_ids=cfg.side_tasks, design=cfg.pairings_file)
     rows = []
     for mode in cfg.modes:
         prompts = [p for pr in cfg.pairings for p in pr.attack_prompts] if mode == "attack" else [None] * len(cfg.pairings)

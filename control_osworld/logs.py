@@ -144,6 +144,11 @@ def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
                 "attempt_detector": traj.attempt_detector,
                 "env_side_task_id": _meta(sample).get("env_side_task_id"),
                 "honest_matching": _meta(sample).get("honest_matching"),
+                "design": _meta(sample).get("design"),
+                "design_file": _meta(sample).get("design_file"),
+                "design_k": _meta(sample).get("design_k"),
+                "design_pairings": _meta(sample).get("design_pairings"),
+                "side_task_instruction": _meta(sample).get("side_task_instruction"),
                 "error_stage": traj.error_stage,
                 "submit_errors": list(traj.submit_errors),
             })

@@ -40,6 +40,12 @@ class RunConfig(BaseModel):
     epochs: int = 1
     budget: int = 75
     provider: ProviderName = "local"
+    url: str | None = None
+    """remote: the server's URL, or a pool of them separated by commas (one sample per desktop
+    at a time)."""
+    remote_reset: str | None = None
+    """remote: the host command that reverts a desktop of the pool before each sample (`{url}`
+    is replaced by its URL); without one a used desktop is refused (desktop/remote.py)."""
     max_samples: int = 4
     action_timeout: float = 60.0
     """Seconds an action may take before the desktop counts as hung (error kind desktop_hung)."""
@@ -54,6 +60,11 @@ class RunConfig(BaseModel):
     honest_matching: Literal["matched", "per_main"] = "matched"
     """Honest runs: one per (main, side) pairing in the side task's environment (matched), or one
     per main task without side setup (per_main, the old way)."""
+    pairings_file: str | None = None
+    """The design: a pairings file (`control-osworld tasks pairings`), relative to the config
+    file; default: the side tasks' pairing rules."""
+    hand_held_instruction: bool = False
+    """Attack runs get the side task's step-by-step hand_held_instruction (recorded per sample)."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -65,7 +76,7 @@ class RunConfig(BaseModel):
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":
         """Raises ConfigError naming the file and the field."""
-        return read_config(path, cls, paths=("tasks_dir", "side_tasks_dir"))
+        return read_config(path, cls, paths=("tasks_dir", "side_tasks_dir", "pairings_file"))
 
 
 def build_tasks(cfg: RunConfig) -> list:
@@ -80,6 +91,12 @@ def build_tasks(cfg: RunConfig) -> list:
                       tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
                       apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
                       honest_matching=cfg.honest_matching, action_timeout=cfg.action_timeout)
+        if cfg.url or cfg.remote_reset:  # only when set: a task built without them is unchanged
+            common |= dict(url=cfg.url, remote_reset=cfg.remote_reset)
+        if cfg.pairings_file:
+            common["pairings_file"] = cfg.pairings_file
+        if cfg.hand_held_instruction:
+            common["hand_held_instruction"] = True
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

@@ -9,6 +9,16 @@ Attack mode: one sample per (main, side) pairing. Honest mode, `honest_matching`
 - `per_main` (the old behaviour): one sample per runnable main task, without any side setup.
 `side_task_as_main`: the side task's instruction given openly as the task (to measure
 capability and refusal), checked by the side task's checker.
+
+`pairings_file`: the (main, side) pairings come from a design file (`side_tasks/pairings.yaml`,
+`control-osworld tasks pairings`), checked first, instead of the side tasks' rules; in the
+rules' order (side task id, then main task id), so a design equal to the rules' pairings gives
+the same samples. Sample metadata records `design`, `design_file`, `design_k` and
+`design_pairings` (how many pairings the file declares).
+`hand_held_instruction`: attack samples get the side task's step-by-step
+`hand_held_instruction` (Control OSWorld's default wording) instead of its `instruction`; a side
+task without one gets its `instruction`, and the sample records that
+(`side_task_instruction: "instruction"`, `side_task_instruction_note`).
 """
 
 from __future__ import annotations
@@ -57,6 +67,10 @@ class OSWorldControlSetting(Setting):
         default="matched", description="Honest samples: `matched` = one per (main, side) pairing in the side "
         "task's environment without its objective; `per_main` = one per main task, no side setup (the old way).")
     allow_bash: bool = Field(default=False, description="Offer bash on every task (else only where a task allows).")
+    pairings_file: str | None = Field(default=None, description="A pairings (design) file; default: the side "
+                                      "tasks' pairing rules.")
+    hand_held_instruction: bool = Field(default=False, description="Attack: give the side task's hand_held_instruction "
+                                        "(falls back to its instruction, recorded, when it has none).")
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
@@ -80,12 +94,23 @@ class OSWorldControlSetting(Setting):
                 for t in mains:
                     samples.append(self._sample(t, None, eval_mode))
             else:
-                for t, s in cat.pairings(mains, side_ids=self.side_tasks):
+                for t, s in self._pairings(cat, mains):
                     samples.append(self._sample(t, None, eval_mode, env_side=s))
         else:
-            for t, s in cat.pairings(mains, side_ids=self.side_tasks):
+            for t, s in self._pairings(cat, mains):
                 samples.append(self._sample(t, s, eval_mode))
         return samples
+
+    def _design(self):
+        """(design, its file as shown) or (None, None) when pairings come from the rules."""
+        if not self.pairings_file:
+            return None, None
+        from control_osworld.osworld.design import load_design, shown_path
+
+        return load_design(self.pairings_file), shown_path(self.pairings_file)
+
+    def _pairings(self, cat, mains):
+        return cat.pairings(mains, side_ids=self.side_tasks, design=self.pairings_file or None)
 
     def _sample(self, task, side, eval_mode: EvalMode, env_side=None) -> Sample:
         """`side`: the side task given (attack, side_task_as_main); `env_side`: a side task whose
@@ -93,8 +118,9 @@ class OSWorldControlSetting(Setting):
         from control_osworld.agent.policies import load_prompt
 
         main_text = task.instruction
-        side_text = side.instruction if side is not None else ""
+        side_text, variant, note = self._side_text(side)
         env = side if side is not None else env_side
+        design, design_file = self._design()
         extra = {
             "tasks_dir": self.tasks_dir,
             "side_tasks_dir": self.side_tasks_dir,
@@ -107,11 +133,18 @@ class OSWorldControlSetting(Setting):
             "env_side_task_id": env.id if env is not None else None,
             "honest_matching": self.honest_matching,
             "side_task_category": side.category if side is not None else None,
+            "hand_held_instruction": self.hand_held_instruction,
+            "side_task_instruction": variant,
+            "side_task_instruction_note": note,
+            "design": design.design if design is not None else "rules",
+            "design_file": design_file,
+            "design_k": design.k if design is not None else None,
+            "design_pairings": len(design.pairings) if design is not None else None,
             "screen_note": f"{self.desktop.screen_width}x{self.desktop.screen_height} screen, "
                            f"shown to you at {self.model_width}x{self.model_height}",
         }
         if self.side_task_as_main and side is not None:
-            main_text, side_text = side.instruction, ""
+            main_text, side_text = side_text, ""
             extra["prompt_override"] = load_prompt("side_task_as_main")
             extra["side_task_as_main"] = True
         meta = ControlTaskMetadata(
@@ -126,6 +159,20 @@ class OSWorldControlSetting(Setting):
         )
         sid = task.id if env is None else f"{task.id}__{env.id}"
         return Sample(id=sid, input=main_text, metadata=meta.model_dump())
+
+    def _side_text(self, side) -> tuple[str, str | None, str | None]:
+        """(text given, "hand_held_instruction" | "instruction" | None, note) for a side task."""
+        if side is None:
+            return "", None, None
+        if not self.hand_held_instruction:
+            return side.instruction, "instruction", None
+        if side.hand_held_instruction.strip():
+            return side.hand_held_instruction, "hand_held_instruction", None
+        note = (f"side task {side.id} ({side.file}) has no hand_held_instruction; its instruction was given")
+        import logging
+
+        logging.getLogger(__name__).warning("%s", note)
+        return side.instruction, "instruction", note
 
     # ---------------------------------------------------------------- environment
     def get_sandbox_config(self) -> SandboxEnvironmentSpec:

@@ -4,6 +4,7 @@
     inspect eval control_osworld/task.py@osworld_control --model anthropic/claude-sonnet-4-5 \
         -T mode=attack -T attack_prompt=attack_reminder -T reminder_every=4
     inspect eval ... -T mode=honest -T honest_matching=per_main   # honest runs without side setup (old way)
+    inspect eval ... -T mode=attack -T pairings_file=side_tasks/pairings.yaml -T hand_held_instruction=true
 
 Every option is a -T task argument, so `inspect eval-retry` re-creates the same task.
 """
@@ -19,6 +20,7 @@ from inspect_ai import Task, task, task_with
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
 from control_osworld.desktop.provider import DesktopSpec
+from control_osworld.osworld.design import resolve_path
 from control_osworld.setting import OSWorldControlSetting
 
 
@@ -38,6 +40,7 @@ def osworld_control(
     keep_screenshots: int = 10,
     provider: str = "local",
     url: str | None = None,
+    remote_reset: str | None = None,
     vm_image: str | None = None,
     tasks_dir: str | None = None,
     side_tasks_dir: str | None = None,
@@ -48,6 +51,8 @@ def osworld_control(
     side_task_as_main: bool = False,
     honest_matching: str = "matched",
     allow_bash: bool = False,
+    pairings_file: str | None = None,
+    hand_held_instruction: bool = False,
     untrusted_model: str | None = None,
     trusted_model: str | None = None,
     micro_protocol: str = "untrusted",
@@ -66,9 +71,11 @@ def osworld_control(
     setting = OSWorldControlSetting(
         **dirs,
         main_tasks=_list(main_tasks), side_tasks=_list(side_tasks), apps=_list(apps), provider=provider,
-        desktop=DesktopSpec(url=url, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
+        desktop=DesktopSpec(url=url, remote_reset=remote_reset, vm_image=vm_image, action_timeout=action_timeout, disk_mb=disk_mb),
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
+        pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
+        hand_held_instruction=hand_held_instruction,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
@@ -87,7 +94,9 @@ def osworld_control(
                              task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
                                                        "untrusted_model": untrusted_model,
                                                        "reminder_every": reminder_every, "budget": budget,
-                                                       "honest_matching": honest_matching})
+                                                       "honest_matching": honest_matching,
+                                                       "pairings_file": pairings_file,
+                                                       "hand_held_instruction": hand_held_instruction})
     # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
     # the Task. Without it one sample's desktop error would cancel every other sample.
     return task_with(built, fail_on_error=False)

@@ -303,6 +303,42 @@ def matching_statement(runs: pd.DataFrame) -> str:
     return f"Honest/attack matching: {how}{mix}."
 
 
+def design_statement(runs: pd.DataFrame) -> str:
+    """The pairings design these runs come from (its name, file, k) and its counts, measured on
+    the attack runs: distinct (main, side) pairings, side and main tasks, pairings per side task
+    and per main task, and whether every side task is in at least k of them."""
+    col = runs["design"] if "design" in runs.columns else pd.Series([None] * len(runs), dtype=object)
+    names = sorted(set(v for v in col if isinstance(v, str)))
+    if not names:
+        return "Design: not recorded by these runs (older logs: pairings from the side tasks' rules)."
+    attack = runs[runs["eval_mode"] == "attack"]
+    parts = []
+    for name in names:
+        sel = runs[col == name]
+        files = sorted(set(v for v in sel.get("design_file", pd.Series(dtype=object)) if isinstance(v, str)))
+        ks = sorted(set(int(v) for v in sel.get("design_k", pd.Series(dtype=object)) if v is not None and not pd.isna(v)))
+        a = attack[attack.index.isin(sel.index)]
+        pairs = a[["main_task_id", "side_task_id"]].dropna().drop_duplicates()
+        per_side = pairs.groupby("side_task_id").size()
+        per_main = pairs.groupby("main_task_id").size()
+        where = "the side tasks' pairing rules" if name == "rules" else ", ".join(files) or "file not recorded"
+        k_txt = f"k = {ks[0]}" if len(ks) == 1 else ("k not declared" if not ks else f"k = {ks}")
+        declared = sorted(set(int(v) for v in sel.get("design_pairings", pd.Series(dtype=object))
+                              if v is not None and not pd.isna(v)))
+        if len(declared) == 1:
+            k_txt += f", {declared[0]} pairings declared"
+        txt = (f"{name} ({where}), {k_txt}: {len(pairs)} pairings (main x side) in {len(a)} attack runs over "
+               f"{per_side.size} side tasks and {per_main.size} main tasks")
+        if len(pairs):
+            txt += (f"; pairings per side task {int(per_side.min())}-{int(per_side.max())}, "
+                    f"per main task {int(per_main.min())}-{int(per_main.max())}")
+            if len(ks) == 1:
+                txt += f"; every side task in >= k: {'yes' if int(per_side.min()) >= ks[0] else 'no'}"
+        txt += f"; {int((sel['eval_mode'] == 'honest').sum())} honest runs"
+        parts.append(txt)
+    return "Design: " + "; ".join(parts) + "."
+
+
 def classes_statement(classes: pd.DataFrame, exclude, excluded: set, text_classes) -> str:
     c = ac.class_counts(classes)
     who = (f"classifier {', '.join(sorted(set(text_classes['classifier'])))}" if text_classes is not None and len(text_classes)
@@ -325,8 +361,9 @@ def audit_statement(side_audits) -> str:
 
 
 def run_statements(runs, classes, side_audits, exclude, excluded, text_classes) -> list[str]:
-    """What every table states about its runs: matching, attack-run classes, the audit."""
-    return [matching_statement(runs), classes_statement(classes, exclude, excluded, text_classes), audit_statement(side_audits)]
+    """What every table states about its runs: the design, matching, attack-run classes, the audit."""
+    return [design_statement(runs), matching_statement(runs), classes_statement(classes, exclude, excluded, text_classes),
+            audit_statement(side_audits)]
 
 
 def _errors_line(runs: pd.DataFrame, errors: str) -> str:

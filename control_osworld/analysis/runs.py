@@ -43,7 +43,11 @@ RUN_COLUMNS = (
 )
 # Kept when present (filled with null / [] when absent): what the agent side records about
 # attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
-OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors")
+OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
+                        "design", "design_file", "design_k", "design_pairings", "side_task_instruction")
+# design*: the pairings design the run came from (`rules`, or a pairings file's name, file, k and
+# how many pairings it declares);
+# side_task_instruction: which wording an attack run got (instruction | hand_held_instruction).
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)
 OPTIONAL_SCORE_COLUMNS = ("score_point",)
@@ -242,6 +246,12 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
     out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
     out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
+    out["design"] = _to_str(df, "design", path, nullable=True)
+    out["design_file"] = _to_str(df, "design_file", path, nullable=True)
+    out["design_k"] = _to_int(df, "design_k", path, nullable=True, minimum=1)
+    out["design_pairings"] = _to_int(df, "design_pairings", path, nullable=True, minimum=0)
+    out["side_task_instruction"] = _to_str(df, "side_task_instruction", path, nullable=True,
+                                           allowed=("instruction", "hand_held_instruction"))
 
     dup = out["run_id"].duplicated().to_numpy()
     if dup.any():

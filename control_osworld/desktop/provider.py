@@ -48,7 +48,16 @@ class DesktopSpec(BaseModel):
     image: str | None = None
     """docker: the image (default: the one vm/build-image.sh builds for this vm/)."""
     url: str | None = None
-    """remote: the server's base URL, e.g. http://127.0.0.1:5000."""
+    """remote: the server's base URL, e.g. http://127.0.0.1:5000, or a pool of them separated by
+    commas: each sample leases one, and no two samples run on one desktop at once."""
+    remote_reset: str | None = None
+    """remote: a host shell command that reverts a desktop of the pool to its clean state, run
+    before every sample on it (`{url}` is replaced by the quoted URL; it is also in
+    `$OSWORLD_URL`), e.g. a VM snapshot revert. Without one, a desktop already used by a sample
+    of this process is refused for the next (desktop/remote.py)."""
+    remote_reset_timeout: float = Field(default=900.0, gt=0)
+    """remote: seconds the reset command may take; the server must then answer within
+    `ready_timeout` (at least 300 s after a reset: a VM boots)."""
     vm_image: str | None = None
     """osworld-vm: the path of upstream OSWorld's VM disk image (Ubuntu.qcow2), mounted into
     upstream's Docker VM as /System.qcow2."""

@@ -1,4 +1,4 @@
-"""`control-osworld tasks list | validate | check TASK_ID | fetch-assets [PATHS] | export-assets DEST |
+"""`control-osworld tasks list | validate | check TASK_ID | pairings [--generate] | fetch-assets [PATHS] | export-assets DEST |
 import-assets SRC | verify-assets | coverage PATH`."""
 
 from __future__ import annotations
@@ -47,10 +47,14 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
             rows.append({"id": t.id, "kind": "main", "app": t.app, "infeasible": t.infeasible,
                          "runnable": t.runnable, "reason": t.reason})
     if kind in ("all", "side"):
+        from control_osworld.osworld.loader import side_task_blockers
+
         for s in sides:
+            blockers = side_task_blockers(s, tasks)
             rows.append({"id": s.id, "kind": "side", "category": s.category, "infeasible": False,
-                         "runnable": s.runnable, "reason": s.reason,
-                         "boundary": s.boundary is not None, "attempt_detector": s.attempt is not None})
+                         "runnable": not blockers, "reason": "; ".join(blockers),
+                         "boundary": s.boundary is not None, "attempt_detector": s.attempt is not None,
+                         "category_known": s.category_known, "hand_held_instruction": bool(s.hand_held_instruction)})
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -64,6 +68,8 @@ def list_cmd(tasks_dir, side_dir, as_json, kind) -> None:
         click.echo(f"{n_main} main tasks, {len(rows) - n_main} side tasks", err=True)
     for e in [*tasks.errors, *sides.errors]:
         click.echo(f"error: {e}", err=True)
+    for w in [*tasks.warnings, *sides.warnings]:
+        click.echo(f"warning: {w}", err=True)
 
 
 def side_oracle_problems(side) -> list[str]:
@@ -100,7 +106,7 @@ def side_oracle_problems(side) -> list[str]:
 @click.option("--oracles/--no-oracles", default=True, show_default=True, help="Also check every oracle file.")
 def validate_cmd(tasks_dir, side_dir, oracles) -> None:
     """Load every task and side task (and oracle); report each problem with its file and field."""
-    from control_osworld.osworld.loader import TaskFileError, pairings
+    from control_osworld.osworld.loader import TaskFileError
     from control_osworld.osworld.oracle import load_oracle
 
     tasks, sides = _load(tasks_dir, side_dir)
@@ -121,10 +127,13 @@ def validate_cmd(tasks_dir, side_dir, oracles) -> None:
                 problems.append(str(e))
         for s in sides:
             problems += side_oracle_problems(s)
-        unpaired = [s.id for s in sides if s.runnable and not any(p[1].id == s.id for p in pairings(tasks, [s]))]
-        problems += [f"side task {sid}: pairs with no runnable main task" for sid in unpaired]
+        from control_osworld.osworld.loader import side_task_blockers
+
+        problems += [f"side task {s.id}: {b}" for s in sides if s.runnable for b in side_task_blockers(s, tasks)]
     for p in problems:
         click.echo(f"error: {p}", err=True)
+    for w in [*tasks.warnings, *sides.warnings]:
+        click.echo(f"warning: {w}", err=True)
     n_unsup = sum(1 for t in [*tasks, *sides] if not t.runnable)
     click.echo(f"{len(tasks)} main tasks, {len(sides)} side tasks loaded ({n_unsup} unsupported), "
                f"{len(problems)} problems")
@@ -309,3 +318,59 @@ def coverage_cmd(path, records_file) -> None:
                 f.write(json.dumps(rec) + "\n")
     click.echo(table(rows))
     click.echo(summary_json(rows))
+
+
+@tasks_group.command("pairings")
+@_with_dirs
+@click.option("--file", "path", type=click.Path(dir_okay=False), default=None,
+              help="The pairings file (default: the repository's side_tasks/pairings.yaml).")
+@click.option("--generate", is_flag=True, help="Write the file from the side tasks' pairing rules first.")
+@click.option("--k", type=int, default=1, show_default=True, help="--generate: every side task in at least k pairings.")
+@click.option("--per-side", type=int, default=None, help="--generate: at most this many main tasks per side task.")
+@click.option("--category", "categories", multiple=True,
+              help="--generate: only these side-task categories (default: all but the on-request ones).")
+@click.option("--name", default="default", show_default=True, help="--generate: the design's name.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per pairing, then the summary.")
+def pairings_cmd(tasks_dir, side_dir, path, generate, k, per_side, categories, name, as_json) -> None:
+    """Print and check the pairings file (main task x side task, with the reason each pair is
+    plausible): unknown ids, duplicates, balance (every side task in at least k pairings, every
+    main task in at least one, unless listed as unpaired with a reason). Each problem names the
+    file and the entry; exit 1 if there is any. --generate writes it from the rules first."""
+    from control_osworld.config_file import ConfigError
+    from control_osworld.osworld import design as dz
+
+    tasks, sides = _load(tasks_dir, side_dir)
+    p = Path(path) if path else dz.DEFAULT_FILE
+    if generate:
+        d = dz.generate(tasks, sides, k=k, categories=categories or None, per_side=per_side, name=name)
+        dz.write_design(d, p)
+        click.echo(f"wrote {p}", err=True)
+    try:
+        d = dz.load_design(p)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+    shown = _shown(p)
+    problems = dz.check(d, shown, tasks, sides)
+    if as_json:
+        for pr in d.pairings:
+            click.echo(json.dumps(pr.model_dump()))
+    else:
+        w = max((len(pr.main) for pr in d.pairings), default=4)
+        for pr in d.pairings:
+            click.echo(f"{pr.main:{w}}  x  {pr.side:30}  {pr.reason}")
+        for u in d.unpaired_mains:
+            click.echo(f"{u.id:{w}}  x  {'(no side task)':30}  {u.reason}")
+        for u in d.unpaired_sides:
+            click.echo(f"{'(no main task)':{w}}  x  {u.id:30}  {u.reason}")
+    for pr_ in problems:
+        click.echo(f"error: {pr_}", err=True)
+    click.echo(json.dumps({"file": shown, **dz.design_summary(d), "problems": len(problems)}))
+    if problems:
+        sys.exit(1)
+
+
+def _shown(p: Path) -> str:
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)

@@ -7,6 +7,13 @@ A file that does not validate becomes a `TaskFileError` naming the file and the 
 returned list carries the errors in `.errors`. A task that is valid but needs what our
 desktops lack (Chrome's debugging port, Google Drive, the live web, an app we do not ship)
 loads with `runnable == False` and the reason in `.reason`.
+
+Control OSWorld's side-task files (`examples/<domain>/side_tasks/<uuid>_side.json`) load
+unchanged: every category that format uses is known (`names.known_category`); an unknown one
+loads with a warning naming the file and the field (`.warnings` of the item and of the list).
+Main-task folders skip `side_tasks/` sub-folders, so upstream's examples folder loads as main
+tasks. `side_task_blockers` says why a side task has no runnable pairing here (its main task
+missing or unrunnable), naming the file and the field.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from control_osworld.osworld.validity import check_side_task, check_task
 
 REPO = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {"oracles", "assets", "__pycache__"}
+TASK_SKIP_DIRS = SKIP_DIRS | {"side_tasks"}
+"""Main-task folders also skip `side_tasks/` (Control OSWorld keeps its side tasks there)."""
 
 
 class TaskFileError(ValueError):
@@ -38,13 +47,16 @@ T = TypeVar("T")
 
 
 class LoadedList(list):
-    """A list of loaded tasks plus `.errors` (the files that did not load)."""
+    """A list of loaded tasks plus `.errors` (the files that did not load) and `.warnings`
+    (what loaded with a remark, `<file>: <field>: <what>`)."""
 
     errors: list[TaskFileError]
+    warnings: list[str]
 
     def __init__(self, items: Iterable = (), errors: Iterable[TaskFileError] = ()):
         super().__init__(items)
         self.errors = list(errors)
+        self.warnings = [w for item in self for w in getattr(item, "warnings", [])]
 
     def by_id(self) -> dict:
         return {t.id: t for t in self}
@@ -143,8 +155,17 @@ def load_task(path: str | Path, app: str | None = None) -> Task:
 
 
 def load_side_task(path: str | Path) -> SideTask:
-    """One side-task file; raises TaskFileError."""
-    return _load(Path(path), SideTask, check_side_task)
+    """One side-task file; raises TaskFileError. An unknown category loads, with a warning;
+    the reasons it cannot run here name the file and the field."""
+    from control_osworld.osworld.names import CATEGORY_ALIASES, SIDE_CATEGORIES, UPSTREAM_CATEGORIES
+
+    side = _load(Path(path), SideTask, check_side_task)
+    side._unsupported = [u if u.startswith(side.file) else f"{side.file}: {u}" for u in side._unsupported]
+    if not side.category_known:
+        side._warnings.append(
+            f"{side.file}: category: unknown category {side.category!r}, loaded as it is (known: "
+            f"{', '.join((*SIDE_CATEGORIES, *UPSTREAM_CATEGORIES))}; upstream's {', '.join(CATEGORY_ALIASES)})")
+    return side
 
 
 def _collect(files: list[Path], load, kind: str) -> LoadedList:
@@ -170,7 +191,7 @@ def task_files(dir: str | Path | None = None) -> list[Path]:
     if not root.is_dir():
         raise FileNotFoundError(f"no task folder at {root}")
     return sorted(p for p in root.rglob("*.json")
-                  if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
+                  if not (set(p.relative_to(root).parts[:-1]) & TASK_SKIP_DIRS))
 
 
 def load_tasks(dir: str | Path | None = None, *, strict: bool = False) -> LoadedList:
@@ -182,12 +203,19 @@ def load_tasks(dir: str | Path | None = None, *, strict: bool = False) -> Loaded
     return out
 
 
+def side_task_files(root: Path) -> list[Path]:
+    """`root`'s side-task files: in Control OSWorld's layout (some `side_tasks/` sub-folder, as in
+    its `examples/<domain>/side_tasks/`), the files in those folders; else every file."""
+    files = sorted(p for p in root.rglob("*.json") if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
+    nested = [p for p in files if "side_tasks" in p.relative_to(root).parts[:-1]]
+    return nested or files
+
+
 def load_side_tasks(dir: str | Path | None = None, *, strict: bool = False) -> LoadedList:
     root = _resolve(dir, "side_tasks")
     if not root.is_dir():
         raise FileNotFoundError(f"no side-task folder at {root}")
-    files = sorted(p for p in root.rglob("*.json") if not (set(p.relative_to(root).parts[:-1]) & SKIP_DIRS))
-    out = _collect(files, load_side_task, "side task")
+    out = _collect(side_task_files(root), load_side_task, "side task")
     if strict and out.errors:
         raise out.errors[0]
     return out
@@ -207,3 +235,29 @@ def pairings(tasks: Iterable[Task], sides: Iterable[SideTask], *, runnable_only:
             if s.pairs_with_task(t):
                 out.append((t, s))
     return out
+
+
+def side_task_blockers(side: SideTask, tasks: Iterable[Task]) -> list[str]:
+    """Why `side` has no runnable pairing among `tasks` (empty when it has one), each reason
+    `<file>: <field>: <why>`: its own unsupported parts (an evaluator we lack, ...), its
+    `main_task_id` / `main_task_ids` missing here or unrunnable, or a rule that names nothing."""
+    if not side.runnable:
+        return side.unsupported_reasons
+    tasks = list(tasks)
+    if pairings(tasks, [side]):
+        return []
+    by_id = {t.id: t for t in tasks}
+    named = [("main_task_id", side.main_task_id)] if side.main_task_id else []
+    named += [(f"main_task_ids[{i}]", m) for i, m in enumerate(side.main_task_ids or [])]
+    out = []
+    for field, mid in named:
+        t = by_id.get(mid)
+        if t is None:
+            out.append(f"{side.file}: {field}: no main task {mid!r} here")
+        elif not t.runnable:
+            out.append(f"{side.file}: {field}: main task {mid!r} ({t.file}) cannot run here: {t.reason}")
+        elif t.infeasible:
+            out.append(f"{side.file}: {field}: main task {mid!r} is infeasible (side tasks pair with feasible tasks)")
+    if side.pairs_with is not None:
+        out.append(f"{side.file}: pairs_with: the rule names no runnable main task here")
+    return out or [f"{side.file}: main_task_id: pairs with no runnable main task here"]

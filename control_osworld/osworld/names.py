@@ -102,6 +102,14 @@ harness itself (docs/integrity.md), not on the user."""
 CATEGORY_ALIASES = {"hidden_persistence": "persistence", "settings_manipulation": "security_degradation",
                     "credential_theft": "credential_access", "tampering": "document_tampering"}
 """Upstream's category names -> ours (so upstream side-task files load unchanged)."""
+UPSTREAM_CATEGORIES = ("unauthorized_communication",)
+"""Categories Control OSWorld's side-task files use that are neither ours nor an alias of one
+(mail rules that send the user's mail elsewhere: BCC, forwarding, reply-to): kept as they are."""
+
+
+def known_category(v: str) -> bool:
+    """A side-task category we know: ours, upstream's own, or an alias of ours."""
+    return v in SIDE_CATEGORIES or v in UPSTREAM_CATEGORIES or v in CATEGORY_ALIASES
 
 
 def truthy(v: Any) -> bool:

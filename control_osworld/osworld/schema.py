@@ -10,7 +10,8 @@ Our extras: `allow_bash` (the agent may use a bash tool on this task).
 Side tasks keep the upstream control setting's keys: `id`, `main_task_id`, `instruction`,
 `hand_held_instruction`, `config` (prepended to the main task's setup), `evaluator`,
 `category`, `name`, `difficulty`, `rationale`, `subtlety_notes`, `independence_notes`.
-Our extras: `main_task_ids` / `pairs_with` (a pairing rule), `attempt` (an evaluator that
+Our extras: `main_task_ids` / `pairs_with` (a pairing rule: task ids, apps, files the main
+task's setup puts on the desktop, exclusions), `attempt` (an evaluator that
 scores 1 once the side task was *tried*, effective or not), `boundary` (a switch between an
 environment where the effect can happen, `open`, and one that blocks it, `closed`),
 `network` (`sink`: the side task needs the second host), `notes`, and the checker model's
@@ -28,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
-from control_osworld.osworld.names import CATEGORY_ALIASES, SIDE_CATEGORIES
+from control_osworld.osworld.names import CATEGORY_ALIASES, known_category
 
 # ----------------------------------------------------------------------------- models
 
@@ -42,10 +43,17 @@ class _FromFile(_Loose):
 
     _file: str = PrivateAttr(default="")
     _unsupported: list[str] = PrivateAttr(default_factory=list)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def file(self) -> str:
         return self._file
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader noticed and let through (`<file>: <field>: <what>`), e.g. an unknown
+        side-task category."""
+        return list(self._warnings)
 
     @property
     def unsupported_reasons(self) -> list[str]:
@@ -144,14 +152,41 @@ class Task(_FromFile):
     def allows_bash(self) -> bool:
         return self.allow_bash
 
+    @property
+    def placed_files(self) -> list[str]:
+        """Paths the setup puts on the desktop (download targets, opened files), `~/`-form."""
+        out = []
+        for step in self.config:
+            if step.type == "download":
+                out += [f.get("path", "") for f in step.parameters.get("files", []) if isinstance(f, dict)]
+            elif step.type == "open":
+                out.append(step.parameters.get("path", ""))
+        return [_home(p) for p in out if isinstance(p, str) and p]
+
+
+def _home(path: str) -> str:
+    return "~/" + path[len("/home/user/"):] if path.startswith("/home/user/") else path
+
+
+def under(path: str, folder: str) -> bool:
+    """`path` is `folder` or inside it (both in `~/`-form or absolute)."""
+    folder = _home(folder).rstrip("/")
+    return path == folder or path.startswith(folder + "/")
+
 
 class PairingRule(_Loose):
     """Which main tasks a side task pairs with: listed ids and/or whole apps, minus exclusions."""
 
     task_ids: list[str] = Field(default_factory=list)
     apps: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+    """Main tasks whose setup puts a file under one of these paths (`~/Documents`, a file)."""
     exclude: list[str] = Field(default_factory=list)
     include_infeasible: bool = False
+
+    def files_present(self, task: "Task") -> list[str]:
+        """The rule's `files` entries the task's setup puts something under."""
+        return [f for f in self.files if any(under(p, f) for p in task.placed_files)]
 
 
 class Boundary(_Loose):
@@ -213,11 +248,13 @@ class SideTask(_FromFile):
     @field_validator("category", mode="after")
     @classmethod
     def _category(cls, v: str) -> str:
-        v = CATEGORY_ALIASES.get(v, v)
-        if v not in SIDE_CATEGORIES:
-            raise ValueError(f"unknown category {v!r}; one of {', '.join(SIDE_CATEGORIES)} "
-                             f"(or upstream's {', '.join(CATEGORY_ALIASES)})")
-        return v
+        # upstream's names for our categories become ours; an unknown one is kept as it is
+        # (the loader warns, naming the file and the field: `category_known`)
+        return CATEGORY_ALIASES.get(v, v)
+
+    @property
+    def category_known(self) -> bool:
+        return known_category(self.category)
 
     @property
     def has_boundary(self) -> bool:
@@ -233,4 +270,4 @@ class SideTask(_FromFile):
             return False
         if task.infeasible and not rule.include_infeasible:
             return False
-        return task.id in rule.task_ids or task.app in rule.apps or "*" in rule.apps
+        return task.id in rule.task_ids or task.app in rule.apps or "*" in rule.apps or bool(rule.files_present(task))

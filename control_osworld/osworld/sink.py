@@ -30,6 +30,7 @@ import base64
 import binascii
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,12 +287,22 @@ class LocalSink(Sink):
     def clear(self) -> None:
         """Empty the records (the sink notices the truncation and resets its budget)."""
         with self._lock:
+            try:
+                old = json.loads((self.folder / "budget.json").read_text())
+            except (OSError, ValueError):
+                old = {}
             with open(self.folder / "records.jsonl", "r+b") as fh:
                 fh.truncate(0)
-            try:
-                (self.folder / "budget.json").unlink()
-            except FileNotFoundError:
-                pass
+            # Zeroed counters until the sink rewrites its own (it notices the truncation at its next
+            # record, and its flusher may take a moment): an absent budget.json would read as
+            # "counters unknown", so a check just after a clear could not rule out losses.
+            zero = {k: old[k] for k in ("mode", "max_bytes", "max_records", "max_record_bytes") if k in old}
+            zero |= {"records": 0, "bytes": 0, "dropped": {m: {"records": 0, "bytes": 0} for m in ("open", "closed")},
+                     "truncated_records": 0, "refused_connections": 0, "first_over": None, "last_over": None,
+                     "errors": 0, "updated": time.time()}
+            tmp = self.folder / "budget.json.host"
+            tmp.write_text(json.dumps(zero))
+            tmp.replace(self.folder / "budget.json")
         with self._follow_lock:
             self._reset_all()
 

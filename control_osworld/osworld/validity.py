@@ -102,13 +102,20 @@ def check_task(task: Task) -> tuple[list[str], list[str]]:
 
 
 def check_side_task(side: SideTask) -> tuple[list[str], list[str]]:
-    errs, unsup = check_steps(side.config)
+    """(errors, unsupported reasons); each reason names its field (`evaluator: metric 'x' is
+    not implemented here`, `config[2]: unsupported step type ...`)."""
+    errs: list[str] = []
+    unsup: list[str] = []
+    for i, step in enumerate(side.config):
+        e, u = check_step(step, f"config[{i}]")
+        errs += e
+        unsup += [f"config[{i}]: {r}" for r in u]
     for name in ("evaluator", "attempt"):
         ev = getattr(side, name)
         if ev is not None:
             e, u = check_evaluator(ev, name)
             errs += e
-            unsup += u
+            unsup += [f"{name}: {r}" for r in u]
     if side.main_task_id is None and not side.main_task_ids and side.pairs_with is None:
         errs.append("main_task_id: field required (or main_task_ids, or a pairs_with rule)")
     if side.boundary is not None and side.boundary.kind == "sink" and side.network != "sink":

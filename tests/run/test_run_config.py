@@ -103,3 +103,15 @@ def test_readme_lists_exactly_the_known_providers():
     table = readme.split("## Desktops", 1)[1].split("\n\n", 2)[1]
     listed = re.findall(r"^\| `([a-z0-9-]+)`", table, re.M)
     assert sorted(listed) == json.loads(shipped.stdout)
+
+
+def test_a_remote_pool_and_its_reset_reach_every_samples_desktop(tmp_path):
+    from control_osworld.run import build_tasks
+
+    p = _config(tmp_path, GOOD + "modes: [honest]\nprovider: remote\nmain_tasks: [mp-fix-json]\n"
+                "url: http://10.0.0.5:5000,http://10.0.0.6:5000\nremote_reset: ./revert {url}\n")
+    (task,) = build_tasks(RunConfig.load(p))
+    sample = task.dataset[0]
+    cfg = (sample.sandbox or task.sandbox).config
+    assert cfg.desktop.url == "http://10.0.0.5:5000,http://10.0.0.6:5000"
+    assert cfg.desktop.remote_reset == "./revert {url}"
