@@ -85,12 +85,14 @@ def run_bounded(argv, *, shell: bool, timeout: float, input: str | bytes | None 
     err: Bounded}. Raises subprocess.TimeoutExpired (the process group killed) and what Popen
     raises (FileNotFoundError, NotADirectoryError, PermissionError)."""
     data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
-    p = subprocess.Popen(argv, shell=shell, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=cwd, env=env, preexec_fn=preexec_fn, start_new_session=True)
+    p = subprocess.Popen(argv, shell=shell, stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, preexec_fn=preexec_fn,
+                         start_new_session=True)
     out, err = Bounded(max_bytes), Bounded(max_bytes)
     threads = [threading.Thread(target=_pump, args=(p.stdout, out), daemon=True),
-               threading.Thread(target=_pump, args=(p.stderr, err), daemon=True),
-               threading.Thread(target=_feed_stdin, args=(p.stdin, data), daemon=True)]
+               threading.Thread(target=_pump, args=(p.stderr, err), daemon=True)]
+    if data:
+        threads.append(threading.Thread(target=_feed_stdin, args=(p.stdin, data), daemon=True))
     for t in threads:
         t.start()
     deadline = time.monotonic() + timeout
