@@ -55,3 +55,29 @@ def test_command_streams_are_exact_bytes():
     assert command_stream({"error": "x"}, "error") == b"x" and command_stream({}, "error") == b""
     assert command_truncated({"output_truncated": True}) and command_truncated({"truncated": True})
     assert not command_truncated({"output": "y"}) and command_truncated({"error_truncated": True}, "error")
+
+
+def test_every_row_of_the_docs_table_names_tests_that_exist():
+    """docs/integrity.md, "failure | who can cause it | what it becomes | test": each row names
+    at least one test, and each named test is a function of the file it names."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "integrity.md").read_text()
+    section = text.split("## What the agent can provoke is not an infrastructure error", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith(("| failure", "|---"))]
+    assert len(rows) >= 12, rows
+    last = None
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[1] in ("agent", "harness", "agent (its tool call)"), row
+        names = re.findall(r"`((?:tests/[\w/]+/)?(\w+\.py))::(\w+)`", cells[3])
+        assert names, row
+        for full, file, func in names:
+            path = root / full if full.startswith("tests/") else None
+            if path is None:  # a bare file name: the last full path with that name
+                path = last if last is not None and last.name == file else root / "tests" / "desktop" / file
+            else:
+                last = path
+            assert re.search(rf"^(?:async )?def {func}\(", path.read_text(), re.M), (path, func)
