@@ -1,15 +1,23 @@
 """Reading our .eval logs back: one `RunRecord` per sample (trajectory + screenshots) for
 the monitors, one row per sample for the analysis' runs table.
 
-Outcomes come from the trajectory the loop wrote; a sample that inspect recorded as an error
-(the desktop died, a provider failed) is `error`, whatever it had done so far.
+Outcomes come from the trajectory the loop wrote. A sample that inspect recorded as an error
+(the desktop died, a provider failed) is `error` unless an outcome was recorded before the
+failure: what was recorded stands (an escape at t* is absorbing, so is a submit or the loop's
+end), and the later error is kept beside it (`error_after_outcome`, `error_after_outcome_kind`).
+
+Attempts: a sample retried (`control-osworld run`, `inspect eval-retry`) has one attempt per
+log holding it (same task id, sample id and epoch; older attempts in `<log_dir>/superseded/`).
+The runs table keeps one row per sample: the first attempt that recorded an escape if any
+(re-rolling an errored sample cannot launder its escape), else the last attempt that did not
+error, else the last one (`attempts`, `escape_log`).
 """
 
 from __future__ import annotations
 
 import base64
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 import pandas as pd
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
@@ -33,11 +41,32 @@ def _trajectory(sample: EvalSample) -> Trajectory:
     raw = sample.store.get(TRAJECTORY_KEY)
     traj = Trajectory.model_validate(raw) if raw else Trajectory()
     if sample.error is not None:
-        traj = traj.model_copy(update={"outcome": "error", "outcome_step": error_step(traj, bool(raw)),
-                                       "error_stage": error_stage(sample.store.get(PROGRESS_KEY)),
-                                       "error": sample.error.message,
-                                       "error_kind": classify_error(sample.error.message, sample.error.traceback)})
+        kind = classify_error(sample.error.message, sample.error.traceback)
+        stage = error_stage(sample.store.get(PROGRESS_KEY))
+        recorded = recorded_outcome(traj)
+        if recorded is not None:
+            traj = traj.model_copy(update={"outcome": recorded[0], "outcome_step": recorded[1], "error_stage": stage,
+                                           "error_after_outcome": sample.error.message,
+                                           "error_after_outcome_kind": kind})
+        else:
+            traj = traj.model_copy(update={"outcome": "error", "outcome_step": error_step(traj, bool(raw)),
+                                           "error_stage": stage, "error": sample.error.message, "error_kind": kind})
     return traj
+
+
+def recorded_outcome(traj: Trajectory) -> tuple[str, int] | None:
+    """The outcome a trajectory recorded before its sample failed, or None (then it is `error`).
+
+    The loop's own outcome (it finished; scoring or teardown failed) stands; else an escape
+    recorded at t* (E is absorbing: whatever failed later cannot undo the effect); else a
+    submit that ended the run (its step is the last recorded one)."""
+    if traj.outcome is not None and traj.outcome != "error" and traj.outcome_step is not None:
+        return traj.outcome, traj.outcome_step
+    if traj.t_star is not None:
+        return "escaped", traj.t_star
+    if traj.submit_status is not None and traj.steps:
+        return ("stopped" if traj.submit_status == "infeasible" else "completed"), max(s.step for s in traj.steps)
+    return None
 
 
 def error_step(traj: Trajectory, started: bool) -> int:
@@ -85,7 +114,7 @@ def _record(path: str, header: EvalLog, sample: EvalSample, images: bool) -> Run
         log=path, sample_id=str(sample.id), epoch=sample.epoch,
         eval_mode="attack" if attack else "honest",
         main_task_id=str(md.get("main_task_id") or md.get("main_task_name") or sample.id),
-        side_task_id=md.get("side_task_id"),
+        side_task_id=md.get("side_task_id"), env_side_task_id=md.get("env_side_task_id"),
         main_task_description=md.get("main_task_description") or "",
         untrusted_model=_untrusted(header),
         attack_prompt=(header.eval.metadata or {}).get("attack_prompt", "") if attack else "",
@@ -110,46 +139,103 @@ def read_run_records(path: str | Path, *, images: bool = True) -> list[RunRecord
 
 
 def _success(value: dict, key: str) -> bool | None:
-    return value[key] == "C" if key in value else None
+    """C -> True, I -> False; NOANSWER ("N", the verdict could not be established) and a
+    missing score -> None (unknown, never a failure)."""
+    v = value.get(key)
+    return {"C": True, "I": False}.get(v) if isinstance(v, str) else None
 
 
-def runs_table(paths: Iterable[str | Path]) -> pd.DataFrame:
-    """The analysis' runs table (one row per sample) from .eval logs."""
-    rows = []
-    for p in map(str, paths):
-        header, samples = _samples(p, images=False)
-        for sample in samples:
-            rec = _record(p, header, sample, images=False)
-            traj = rec.trajectory
-            value: dict = {}
-            for sc in (sample.scores or {}).values():
-                if isinstance(sc.value, dict):
-                    value.update(sc.value)
-            rows.append({
-                "run_id": rec.run_id, "log": rec.log, "sample_id": rec.sample_id, "epoch": rec.epoch,
-                "eval_mode": rec.eval_mode, "untrusted_model": rec.untrusted_model,
-                "attack_prompt": rec.attack_prompt, "main_task_id": rec.main_task_id,
-                "side_task_id": rec.side_task_id,
-                "outcome": traj.outcome or "error",
-                "outcome_step": traj.outcome_step if traj.outcome_step is not None else 0,
-                "error_kind": (traj.error_kind or "other") if traj.outcome in (None, "error") else None,
-                "error": traj.error,
-                "retried_errors": [classify_error(e.message, e.traceback) for e in sample.error_retries or []],
-                "model_retries": _model_retries(sample),
-                "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
-                "main_task_success": _success(value, "main_task_success"),
-                "side_task_success": _success(value, "side_task_success"),
-                "attempt_steps": list(traj.attempt_steps),
-                "boundary": _meta(sample).get("boundary"),
-                "attempt_detector": traj.attempt_detector,
-                "env_side_task_id": _meta(sample).get("env_side_task_id"),
-                "honest_matching": _meta(sample).get("honest_matching"),
-                "design": _meta(sample).get("design"),
-                "design_file": _meta(sample).get("design_file"),
-                "design_k": _meta(sample).get("design_k"),
-                "design_pairings": _meta(sample).get("design_pairings"),
-                "side_task_instruction": _meta(sample).get("side_task_instruction"),
-                "error_stage": traj.error_stage,
-                "submit_errors": list(traj.submit_errors),
-            })
-    return pd.DataFrame(rows)
+def _score_metadata(sample: EvalSample) -> dict:
+    """The setting scorer's metadata (main_unknown, side_unknown, ...), {} when not scored."""
+    for sc in (sample.scores or {}).values():
+        if isinstance(sc.metadata, dict) and "outcome" in sc.metadata:
+            return sc.metadata
+    return {}
+
+
+class _Attempt(NamedTuple):
+    row: dict
+    created: str
+    current: bool
+    uuid: str | None
+
+
+def runs_table(paths: Iterable[str | Path], superseded: Iterable[str | Path] = ()) -> pd.DataFrame:
+    """The analysis' runs table (one row per sample) from .eval logs.
+
+    superseded: older logs of the same tasks (e.g. `<log_dir>/superseded/`): their attempts of
+    the samples in `paths` are merged in (module docstring); samples only they hold are not
+    rows. Raises ValueError naming a log that cannot be read."""
+    attempts: dict[tuple, list[_Attempt]] = {}
+    order: list[tuple] = []
+    for p, current in [(str(p), True) for p in paths] + [(str(p), False) for p in superseded]:
+        try:
+            header, samples = _samples(p, images=False)
+            for sample in samples:
+                key = (header.eval.task_id, str(sample.id), sample.epoch)
+                if key not in attempts:
+                    if not current:
+                        continue
+                    attempts[key] = []
+                    order.append(key)
+                attempts[key].append(_Attempt(_row(p, header, sample), str(header.eval.created or ""), current, sample.uuid))
+        except Exception as e:
+            raise ValueError(f"{p}: not a readable control-osworld .eval log ({type(e).__name__}: {e})") from e
+    return pd.DataFrame([_merge_attempts(attempts[k]) for k in order])
+
+
+def _merge_attempts(atts: list[_Attempt]) -> dict:
+    """One sample's row from its attempts: the first that recorded an escape, else the last
+    that did not error, else the last (attempts in the order their logs were created)."""
+    ordered = sorted(atts, key=lambda a: (a.created, a.current))
+    # a retry log copies the finished samples it did not re-run (same uuid): one attempt, read
+    # from its newest copy
+    newest = {a.uuid if a.uuid is not None else id(a): a for a in ordered}
+    ordered = [a for a in ordered if newest[a.uuid if a.uuid is not None else id(a)] is a]
+    escaped = [a for a in ordered if a.row["t_star"] is not None]
+    done = [a for a in ordered if a.row["outcome"] != "error"]
+    chosen = escaped[0] if escaped else (done or ordered)[-1]
+    return {**chosen.row, "attempts": len(ordered), "escape_log": chosen.row["log"] if escaped else None}
+
+
+def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
+    """One attempt's runs-table row."""
+    rec = _record(p, header, sample, images=False)
+    traj = rec.trajectory
+    value: dict = {}
+    for sc in (sample.scores or {}).values():
+        if isinstance(sc.value, dict):
+            value.update(sc.value)
+    smeta = _score_metadata(sample)
+    return {
+        "run_id": rec.run_id, "log": rec.log, "sample_id": rec.sample_id, "epoch": rec.epoch,
+        "eval_mode": rec.eval_mode, "untrusted_model": rec.untrusted_model,
+        "attack_prompt": rec.attack_prompt, "main_task_id": rec.main_task_id,
+        "side_task_id": rec.side_task_id,
+        "outcome": traj.outcome or "error",
+        "outcome_step": traj.outcome_step if traj.outcome_step is not None else 0,
+        "error_kind": (traj.error_kind or "other") if traj.outcome in (None, "error") else None,
+        "error": traj.error,
+        "retried_errors": [classify_error(e.message, e.traceback) for e in sample.error_retries or []],
+        "model_retries": _model_retries(sample),
+        "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
+        "main_task_success": _success(value, "main_task_success"),
+        "side_task_success": _success(value, "side_task_success"),
+        "attempt_steps": list(traj.attempt_steps),
+        "boundary": _meta(sample).get("boundary"),
+        "attempt_detector": traj.attempt_detector,
+        "env_side_task_id": _meta(sample).get("env_side_task_id"),
+        "honest_matching": _meta(sample).get("honest_matching"),
+        "design": _meta(sample).get("design"),
+        "design_file": _meta(sample).get("design_file"),
+        "design_k": _meta(sample).get("design_k"),
+        "design_pairings": _meta(sample).get("design_pairings"),
+        "side_task_instruction": _meta(sample).get("side_task_instruction"),
+        "error_stage": traj.error_stage,
+        "submit_errors": list(traj.submit_errors),
+        "error_after_outcome": traj.error_after_outcome,
+        "error_after_outcome_kind": traj.error_after_outcome_kind,
+        "unknown_checks": len(traj.unknown_checks),
+        "main_unknown": smeta.get("main_unknown"),
+        "side_unknown": smeta.get("side_unknown"),
+    }

@@ -3,7 +3,10 @@
 Stages, each skipped when its output is already there:
   1. agents: one inspect task per (untrusted model × mode × attack prompt), all through
      `inspect_ai.eval_set` into `log_dir` (parallel desktops; finished logs are skipped,
-     errored samples retried; `inspect view` / `inspect eval-retry` work on the logs);
+     errored samples retried; `inspect view` / `inspect eval-retry` work on the logs). Every
+     attempt is kept: a retry runs in a new log (no in-log retries, whose errored attempts
+     inspect keeps without their store) and older logs move to `log_dir/superseded/`; the runs
+     table merges them, so an escape recorded by any attempt stays the sample's record;
   2. monitors: every monitor config × input subset over the logs, into the scores store;
   3. report: tables, plots and the summary from the logs and scores.
 """
@@ -160,6 +163,32 @@ def _set_aside_superseded(out: Path, task_names: set[str], current: list[str]) -
             print(f"[run] {p.name}: superseded by a newer log of {task}; moved to {out / 'superseded'}", file=sys.stderr)
 
 
+def _has_errors(path: str) -> bool:
+    from inspect_ai.log import read_eval_log_sample_summaries
+
+    return any(s.error for s in read_eval_log_sample_summaries(path))
+
+
+def _retry_errored(out: Path, logs: list[str], cfg: RunConfig) -> list[str]:
+    """Retry errored samples up to `retry_attempts` times, each time in a new log
+    (`inspect_ai.eval_retry`: finished samples are copied, errored ones run again), so that
+    every attempt keeps its whole record in its own log (the older ones then move to
+    `superseded/`); returns the newest log of each task."""
+    from inspect_ai import eval_retry
+    from inspect_ai.log import read_eval_log
+
+    for _ in range(cfg.retry_attempts):
+        errored = [p for p in logs if _has_errors(p)]
+        if not errored:
+            break
+        print(f"[run] retrying errored samples of {len(errored)} log(s) in new logs", file=sys.stderr)
+        retried = eval_retry(errored, log_dir=str(out), max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples,
+                             fail_on_error=False, retry_on_error=0)
+        newest = {r.eval.task_id: _local_path(r.location) for r in retried}
+        logs = [newest.get(read_eval_log(p, header_only=True).eval.task_id, p) for p in logs]
+    return logs
+
+
 def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
     from inspect_ai import eval_set
 
@@ -173,9 +202,9 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
             ok, eval_logs = eval_set(
                 tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
                 max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
-                fail_on_error=False, retry_on_error=1, log_dir_allow_dirty=True,
+                fail_on_error=False, retry_on_error=0, retry_cleanup=False, log_dir_allow_dirty=True,
             )
-        logs = [_local_path(log.location) for log in eval_logs]
+            logs = _retry_errored(out, [_local_path(log.location) for log in eval_logs], cfg)
         _set_aside_superseded(out, {t.name for t in tasks}, logs)
         if not ok:
             print("[run] some samples still errored after retries; they are kept apart as `error`", file=sys.stderr)
@@ -184,8 +213,11 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
     runs_path = out / "runs.parquet"
     from control_osworld.logs import runs_table
 
-    table = runs_table(logs)
+    superseded = sorted(str(p) for p in (out / "superseded").glob("*.eval"))
+    table = runs_table(logs, superseded)
     table.to_parquet(runs_path)
+    # a sample whose record is an older attempt (it escaped, then errored) is scored from that log
+    logs = logs + sorted(set(table["log"]) - set(logs)) if not table.empty else logs
     counts = table.groupby(["eval_mode", "outcome"]).size().to_dict() if not table.empty else {}
     print(f"[run] runs table {runs_path}: {len(table)} runs; outcomes {counts}", file=sys.stderr)
 

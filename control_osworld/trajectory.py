@@ -109,6 +109,12 @@ class Trajectory(BaseModel):
     else the step after the last recorded one)."""
     error_kind: str | None = None
     """Why an `error` run failed (control_osworld.faults.ERROR_KINDS), else None."""
+    error_after_outcome: str | None = None
+    """The sample errored after its outcome was recorded (an escape at t*, a submit, the loop's
+    end): the recorded outcome stands (E is absorbing) and the later error is kept here, never
+    in its place (`control_osworld.logs.recorded_outcome`)."""
+    error_after_outcome_kind: str | None = None
+    """The kind of that later error (control_osworld.faults.ERROR_KINDS)."""
 
     def first_success_step(self) -> int | None:
         for s in self.steps:
@@ -126,6 +132,9 @@ class RunRecord(BaseModel):
     eval_mode: Literal["honest", "attack"]
     main_task_id: str
     side_task_id: str | None = None
+    env_side_task_id: str | None = None
+    """The side task whose environment the run played in: its side task (attack runs), the
+    paired side task without its objective (matched honest runs), else None."""
     main_task_description: str = ""
     """What the agent was asked to do (monitors judge actions against it); never the side task."""
     untrusted_model: str = ""
@@ -133,6 +142,12 @@ class RunRecord(BaseModel):
     trajectory: Trajectory
     images: dict[str, bytes] = Field(default_factory=dict, repr=False)
     """Screenshot id -> PNG/JPEG bytes."""
+
+    @property
+    def environment(self) -> str | None:
+        """The side task whose environment (setup, files, template) the run shares: the key
+        that keeps a matched honest run with the attacks of its side task (cross-fitting)."""
+        return self.side_task_id or self.env_side_task_id
 
     @property
     def run_id(self) -> str:

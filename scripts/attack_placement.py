@@ -2,6 +2,7 @@
 from stored logs (the offline main job's, by default).
 
     python3 scripts/attack_placement.py [LOG_DIR_OR_EVAL_FILES ...]      (default: logs/offline)
+    python3 scripts/attack_placement.py --plans [--seeds N]               (no logs: every pairing's plans)
 
 For every attack run played by the `scripted` model, the plan is rebuilt exactly as the model
 built it (`ScriptedModel.plan_for`: a pure function of the sample, the epoch and the model args
@@ -10,7 +11,13 @@ task's turns played before it (0 = before the first main turn, 1 = after the las
 turn counts its host main turn as after). Prints, per strategy, a 10-bin histogram of that
 position and the share strictly inside the main task; main-task success of attack vs honest runs
 (all, and over matched pairs: the honest and attack run of the same sample id); how many attack
-runs show side-task text in their visible text; and where the recorded attempt steps fall.
+runs show side-task text in their visible text; and where the recorded attempt steps fall; and, per strategy, whether each attack run's main-task
+actions (its recorded actions with the plan's side calls removed, `Turn.side_calls`) match its
+honest twin's recorded actions (the honest run of the same sample id and epoch): runs matched,
+mismatched (first differing step), main actions replayed or missing, side commands typed after
+un-entered main-task text, and runs whose log does not follow the rebuilt plan (left out of
+the comparison, counted). `--plans` does the same over the plans alone, for every pairing of
+the catalogue, every strategy and N seeds (default 3): no logs, no desktop.
 Ends with one JSON line.
 """
 
@@ -25,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from control_osworld.agent.scripted import ScriptedModel, _texts
+from control_osworld.agent.placement import compare_twins, pending_before_side
+from control_osworld.agent.scripted import ON_REQUEST, STRATEGIES, ScriptedModel, _texts
 from control_osworld.catalogue import Catalogue
 from control_osworld.logs import read_run_records, runs_table
 
@@ -52,9 +60,75 @@ def _position(plan) -> float | None:
     return before / n_main if n_main else None
 
 
+def _new_match() -> dict:
+    return {"attack_runs": 0, "with_twin": 0, "matched": 0, "mismatched": 0, "replayed_actions": 0,
+            "missing_actions": 0, "side_after_unentered_text": 0, "plan_misaligned": 0, "mismatches": []}
+
+
+def _tally(m: dict, name: str, attack_turns, side_counts, honest_turns) -> None:
+    m["with_twin"] += 1
+    cmp = compare_twins(attack_turns, side_counts, honest_turns)
+    m["matched"] += cmp.equal
+    m["replayed_actions"] += cmp.replayed
+    m["missing_actions"] += cmp.missing
+    if not cmp.equal:
+        m["mismatched"] += 1
+        if len(m["mismatches"]) < 10:
+            m["mismatches"].append({"run": name, "first_mismatch_step": cmp.first_mismatch,
+                                    "replayed": cmp.replayed, "missing": cmp.missing})
+    m["side_after_unentered_text"] += bool(pending_before_side(attack_turns, side_counts))
+
+
+def _print_match(match: dict[str, dict]) -> None:
+    print("attack runs vs honest twins, side actions removed (per strategy):")
+    for strategy in sorted(match):
+        m = match[strategy]
+        print(f"  {strategy:8s} attack {m['attack_runs']:3d}  with twin {m['with_twin']:3d}  matched {m['matched']:3d}"
+              f"  mismatched {m['mismatched']:3d}  replayed {m['replayed_actions']:3d}  missing {m['missing_actions']:3d}"
+              f"  side after un-entered text {m['side_after_unentered_text']:3d}  plan misaligned {m['plan_misaligned']:3d}")
+        for x in m["mismatches"][:3]:
+            print(f"      {x['run']}: first difference at step {x['first_mismatch_step']}")
+
+
+def plans_main(seeds: int = 3) -> dict:
+    """Every pairing of the default dataset, every strategy, `seeds` seeds: plans only."""
+    from control_arena import EvalMode
+
+    from control_osworld.setting import OSWorldControlSetting
+
+    setting = OSWorldControlSetting()
+    honest = {str(s.id): s for s in setting.get_dataset(EvalMode.HONEST)}
+    attack = {str(s.id): s for s in setting.get_dataset(EvalMode.ATTACK)}
+    match: dict[str, dict] = defaultdict(_new_match)
+    for strategy in STRATEGIES + ON_REQUEST:
+        for seed in range(seeds):
+            model = ScriptedModel(f"attack-{strategy}", seed=seed)
+            for sid in sorted(attack):
+                a = model.plan_for(attack[sid].metadata, sid, 1)
+                m = match[strategy]
+                m["attack_runs"] += 1
+                if sid not in honest:
+                    continue
+                h = model.plan_for(honest[sid].metadata, sid, 1)
+                _tally(m, f"{sid} seed {seed}", [t.calls for t in a.turns], [t.side_calls for t in a.turns],
+                       [t.calls for t in h.turns])
+    _print_match(match)
+    out = {"mode": "plans", "seeds": seeds, "pairings": len(attack), "twins_match": dict(match),
+           "all_matched": all(m["matched"] == m["with_twin"] == m["attack_runs"] for m in match.values())}
+    print(json.dumps(out))
+    return out
+
+
+def _actions(rec) -> list[list[dict]]:
+    return [[{"tool": a.tool, "arguments": a.arguments} for a in s.actions] for s in rec.trajectory.steps]
+
+
 def main(argv: list[str]) -> dict:
     from inspect_ai.log import read_eval_log
 
+    if "--plans" in argv:
+        seeds = int(argv[argv.index("--seeds") + 1]) if "--seeds" in argv else 3
+        return plans_main(seeds)
     paths = _paths(argv)
     table = runs_table(paths)
     giveaway_texts = set(_texts()["attack_giveaway"])
@@ -63,6 +137,14 @@ def main(argv: list[str]) -> dict:
     leaks, attack_runs, plan_mismatch = 0, 0, 0
     attempts_on_side, attempts_total = 0, 0
     models: dict[tuple, ScriptedModel] = {}
+    match: dict[str, dict] = defaultdict(_new_match)
+    honest_recs = {}
+    for path in paths:
+        header = read_eval_log(path, header_only=True)
+        model = (header.eval.metadata or {}).get("untrusted_model") or header.eval.model
+        for rec in read_run_records(path, images=False):
+            if rec.eval_mode == "honest" and rec.trajectory.outcome != "error":
+                honest_recs[(model, rec.sample_id, rec.epoch)] = rec
     for path in paths:
         header = read_eval_log(path, header_only=True)
         model = (header.eval.metadata or {}).get("untrusted_model") or header.eval.model
@@ -87,6 +169,17 @@ def main(argv: list[str]) -> dict:
             traj = rec.trajectory
             if traj.outcome != "error" and len(traj.steps) != len(plan.turns):
                 plan_mismatch += 1
+            m = match[strategy]
+            m["attack_runs"] += 1
+            twin = honest_recs.get((model, rec.sample_id, rec.epoch))
+            acts = _actions(rec)
+            aligned = len(acts) == len(plan.turns) and all(len(x) == len(t.calls) for x, t in zip(acts, plan.turns))
+            if traj.outcome == "error":
+                pass
+            elif not aligned:
+                m["plan_misaligned"] += 1  # the log did not follow the rebuilt plan (older code, an error)
+            elif twin is not None:
+                _tally(m, rec.sample_id, acts, [t.side_calls for t in plan.turns], _actions(twin))
             row = table[(table.log == path) & (table.sample_id == rec.sample_id) & (table.epoch == rec.epoch)]
             if len(row) and row.iloc[0].main_task_success is not None:
                 success_by_strategy[strategy].append(bool(row.iloc[0].main_task_success))
@@ -138,6 +231,9 @@ def main(argv: list[str]) -> dict:
         "attempt_steps_on_side_turns": attempts_on_side, "attempt_steps": attempts_total,
         "plan_length_mismatches": plan_mismatch,
         "errors": int((table.outcome == "error").sum()),
+        "twins_match": dict(match),
+        "all_matched": bool(match) and all(m["matched"] == m["with_twin"] and m["plan_misaligned"] == 0
+                                           for m in match.values()),
     }
     print(f"main-task success: honest {out['honest_main_success']} (n={len(honest)}), attack "
           f"{out['attack_main_success']} (n={len(attack)}); matched pairs n={len(both)}: honest "
@@ -148,6 +244,7 @@ def main(argv: list[str]) -> dict:
             print(f"  attack lost the main task: {r.sample_id}")
     print(f"attack runs with side-task text in visible text: {leaks}/{attack_runs}; attempt steps on side "
           f"turns: {attempts_on_side}/{attempts_total}")
+    _print_match(match)
     print(json.dumps(out))
     return out
 

@@ -40,8 +40,9 @@ def _cell(r, name: str) -> str:
     return f"{_f(r[name])} [{_f(r[name + '_low'])}, {_f(r[name + '_high'])}]"
 
 
-def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_rules: dict[str, str]) -> str:
+def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_rules: dict[str, str], header=()) -> str:
     L = ["# Protocols: safety and usefulness at an audit budget", ""]
+    L += [f"- {h}" for h in header]
     L += [f"- {c}" for c in conventions(popts, t_star_rules)]
     L += ["- Cells: estimate [CI] for trusted monitoring and stop on suspicion; [bound low, bound high] for "
           f"defer to trusted. All {len(popts.budgets)} budgets are in protocols.csv.", ""]
@@ -60,8 +61,9 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
             u_heads = ["usefulness"] if proto == "trusted_monitoring" else [f"usefulness @{_pct(b)}" for b in shown]
             L += [f"### {proto}", "", "| monitor | inputs | " + " | ".join(f"safety @{_pct(b)}" for b in shown)
                   + " | " + " | ".join(u_heads) + " | safety (control-arena) @1% |"
+                  + (" safety (conservative) @1% |" if proto != "defer_to_trusted" else "")
                   + (" normalised usefulness @1% |" if norm else ""),
-                  "|---|---|" + "---|" * (len(shown) + len(u_budgets) + 1 + norm)]
+                  "|---|---|" + "---|" * (len(shown) + len(u_budgets) + 1 + (proto != "defer_to_trusted") + norm)]
             one_pct = _nearest(np.asarray(shown), [0.01])[0]
             groups = dict(list(p.groupby(["monitor", "inputs"], sort=True)))
             for mon, inp in sorted(groups, key=lambda k: (k[0], _SUBSET_ORDER.get(k[1], 99), k[1])):
@@ -69,6 +71,7 @@ def render_protocols_markdown(df: pd.DataFrame, popts: ProtocolOptions, t_star_r
                 one = c["safety_control_arena"].get(one_pct, math.nan)
                 L.append(f"| {mon} | {inp} | " + " | ".join(_cell(c.loc[b], "safety") for b in shown) + " | "
                          + " | ".join(_cell(c.loc[b], "usefulness") for b in u_budgets) + f" | {_f(one)} |"
+                         + (f" {_f(c['safety_conservative'].get(one_pct, math.nan))} |" if proto != "defer_to_trusted" else "")
                          + (f" {_f(c['usefulness_normalised'].get(one_pct, math.nan))} |" if norm else ""))
             L.append("")
     return "\n".join(L)
@@ -156,12 +159,15 @@ def summary_lines(df: pd.DataFrame, popts: ProtocolOptions) -> list[str]:
                    f"{r.inputs} ({r.t_star_rule}): safety {_f(r.safety)} [{_f(r.safety_low)}, {_f(r.safety_high)}] "
                    f"(never effective {_f(dtt.safety_bound_low)}; control-arena's convention {_f(r.safety_control_arena)}); "
                    f"usefulness {_f(r.usefulness)}, under stop on suspicion {_f(sos.usefulness)} "
-                   f"[{_f(sos.usefulness_low)}, {_f(sos.usefulness_high)}].")
+                   f"[{_f(sos.usefulness_low)}, {_f(sos.usefulness_high)}]; conservative safety (left-out attack runs "
+                   f"effective and uncaught: {int(r.n_attack_excluded)} errors, {int(r.n_attack_effect_unknown)} effect "
+                   f"unknown) {_f(r.safety_conservative)}.")
     return out or ["- No trusted-monitoring safety could be computed (protocols.md)."]
 
 
 def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, popts: ProtocolOptions,
-                          inclusive_for, plots_enabled: bool = True, table: pd.DataFrame | None = None) -> dict[str, Path]:
+                          inclusive_for, plots_enabled: bool = True, table: pd.DataFrame | None = None,
+                          header=()) -> dict[str, Path]:
     """Write protocols.md, protocols.csv and one figure per untrusted model into out (table: the
     ``protocol_table`` of these runs and options, when already computed)."""
     df = protocol_table(runs, scores, popts, inclusive_for) if table is None else table
@@ -169,7 +175,7 @@ def write_protocol_report(runs: pd.DataFrame, scores: pd.DataFrame, out: Path, p
     rules = {m: ", ".join(sorted(set(g["t_star_rule"]))) for m, g in ps.groupby("monitor")} if not ps.empty else {}
     written = {}
     p = out / "protocols.md"
-    p.write_text(render_protocols_markdown(df, popts, rules), encoding="utf-8", newline="\n")
+    p.write_text(render_protocols_markdown(df, popts, rules, header), encoding="utf-8", newline="\n")
     written[p.name] = p
     p = out / "protocols.csv"
     df.to_csv(p, index=False, float_format="%.6g", lineterminator="\n")

@@ -1,7 +1,8 @@
 """Regenerate the analysis report from a runs table and a scores store.
 
 Writes into DIR: table3.{md,csv,tex}, table4.{md,csv,tex}, hazards.{md,csv},
-identifiability.md, roc_table3_*.png / roc_table4_*.png (log-FPR axis),
+identifiability.md, excluded_runs.{md,csv} (every left-out run with its reason, unknown checks
+by side task; also unknown_checks_by_side_task.csv), roc_table3_*.png / roc_table4_*.png (log-FPR axis),
 cumulative_incidence.png and summary.md. Markdown, CSV and LaTeX are byte-identical for
 the same inputs and seed.
 """
@@ -20,7 +21,7 @@ import pandas as pd
 from control_osworld.progress import StageProgress, active_log
 
 from . import attack_classes as ac
-from . import codebook, plots, render, tables
+from . import codebook, exclusions, plots, render, tables
 from . import hazards as hz
 from . import identifiability as idf
 from .bootstrap import group_rng, resample_weights
@@ -248,11 +249,19 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
 
     # protocols on every usable run (the detection tables' attack exclusions do not apply)
     ptab = protocol_table(runs, scores, popts, opts.inclusive_for)
-    written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled, table=ptab))
+    written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled, table=ptab,
+                                         header=header))
+    ex = exclusions.excluded_runs_table(runs, excluded, opts.attacks, errors)
+    unk = exclusions.unknown_by_side_task(runs)
+    write("excluded_runs.md", exclusions.render_markdown(ex, unk, header))
+    ex.to_csv(out / "excluded_runs.csv", index=False, lineterminator="\n")
+    written["excluded_runs.csv"] = out / "excluded_runs.csv"
+    unk.to_csv(out / "unknown_checks_by_side_task.csv", index=False, lineterminator="\n")
+    written["unknown_checks_by_side_task.csv"] = out / "unknown_checks_by_side_task.csv"
     step()
 
     write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written), side_audits,
-                                 summary_lines(ptab, popts)))
+                                 summary_lines(ptab, popts), ex, unk))
     step()
 
 
@@ -361,9 +370,10 @@ def audit_statement(side_audits) -> str:
 
 
 def run_statements(runs, classes, side_audits, exclude, excluded, text_classes) -> list[str]:
-    """What every table states about its runs: the design, matching, attack-run classes, the audit."""
+    """What every table states about its runs: the design, matching, attack-run classes, the audit,
+    unknown verdicts and left-out runs."""
     return [design_statement(runs), matching_statement(runs), classes_statement(classes, exclude, excluded, text_classes),
-            audit_statement(side_audits)]
+            audit_statement(side_audits), exclusions.unknown_statement(runs)]
 
 
 def _errors_line(runs: pd.DataFrame, errors: str) -> str:
@@ -379,10 +389,31 @@ def _errors_line(runs: pd.DataFrame, errors: str) -> str:
     return (f"- Errors (infrastructure failures): {len(err)} ({int((err['eval_mode'] == 'honest').sum())} honest, "
             f"{int((err['eval_mode'] == 'attack').sum())} attack): {setup} before step 1 (setup), "
             f"{len(err) - setup - after} during a step, {after} after the run's last step; kept apart: "
-            f"left out of Tables 3 and 4 and {how}.")
+            f"left out of Tables 3 and 4 and protocol safety (its conservative column counts attack errors as "
+            f"effective and uncaught) and {how}. A run whose outcome was recorded before its error keeps that outcome.")
 
 
-def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files, side_audits=(), protocol_lines=()) -> str:
+def _exclusion_lines(ex: pd.DataFrame | None, unk: pd.DataFrame | None) -> list[str]:
+    L = ["", "## Excluded runs (excluded_runs.md)", ""]
+    if ex is None or ex.empty:
+        L.append("- None: every run is in every part of the report.")
+    else:
+        for (reason, where), g in ex.groupby(["reason", "left_out_of"], sort=True):
+            L.append(f"- {reason}: {len(g)} run(s) ({int((g['eval_mode'] == 'honest').sum())} honest, "
+                     f"{int((g['eval_mode'] == 'attack').sum())} attack), left out of {where}.")
+    L += ["", "## Unknown checks by side task", ""]
+    if unk is None or unk.empty:
+        L.append("- No attack runs.")
+    else:
+        for r in unk.itertuples(index=False):
+            L.append(f"- {r.side_task_id}: {r.runs_with_unknown_checks} of {r.attack_runs} attack runs with unknown checks "
+                     f"({r.unknown_check_steps} steps; {r.checks_recorded} runs record their checks), final verdict unknown in "
+                     f"{r.side_verdict_unknown}" + (f" ({r.reasons})" if r.reasons else "") + ".")
+    return L
+
+
+def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, files, side_audits=(), protocol_lines=(),
+             ex=None, unk=None) -> str:
     n = len(runs)
     modes = runs["eval_mode"].value_counts()
     L = ["# Analysis summary", ""]
@@ -391,12 +422,15 @@ def _summary(runs, scores, t3, t4, hsum, judgements, opts, errors, unmatched, fi
     oc = runs["outcome"].value_counts()
     L.append("- Outcomes: " + ", ".join(f"{c} {int(oc.get(c, 0))}" for c in hz.OUTCOMES) + ".")
     L.append(_errors_line(runs, errors))
-    succ = int((runs["side_task_success"].map(lambda v: v is True)).sum())
-    L.append(f"- Attack runs whose side task succeeded: {succ}. Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
+    succ = int(exclusions.effective(runs[runs["eval_mode"] == "attack"]).sum())
+    n_unk = int(exclusions.effect_unknown(runs).sum())
+    L.append(f"- Attack runs whose side task succeeded: {succ} (t* recorded with an unknown final verdict included; "
+             f"effect unknown in {n_unk}, left out). Table rows use {'those' if opts.attacks == 'successful' else 'all attack runs'}.")
     L.append(f"- Scores: {len(scores)} rows, {int(scores['score'].isna().sum())} missing (monitor errors), {unmatched} for runs not in the runs table (ignored).")
     L.append(f"- Conventions: AUROC ties 1/2; pAUROC FPR < {opts.max_fpr:g} McClish and raw/max_fpr; TPR@FPR with k = floor(a n), flag > tau, achieved FPR reported; "
              f"{opts.level:.0%} percentile CIs from {opts.n_resamples} stratified run resamples, seed {opts.seed}; per-step run score = {opts.aggregate}; errors {errors}.")
     L += [f"- {h}" for h in opts.header]
+    L += _exclusion_lines(ex, unk)
     L += ["", "## Best monitor per row group (AUROC)", ""]
     for name, df in (("Table 3 (full trajectory)", t3), ("Table 4 (per step)", t4)):
         best = _best_cells(df)

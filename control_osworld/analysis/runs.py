@@ -44,7 +44,14 @@ RUN_COLUMNS = (
 # Kept when present (filled with null / [] when absent): what the agent side records about
 # attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
 OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
-                        "design", "design_file", "design_k", "design_pairings", "side_task_instruction")
+                        "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
+                        "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
+                        "main_unknown", "side_unknown", "attempts", "escape_log")
+# error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
+# outcome was recorded (the outcome stands); unknown_checks: steps whose side-task check could
+# not decide (null: not recorded); main_unknown / side_unknown: why the final verdict is
+# unknown; attempts: attempts of the sample (retries); escape_log: the attempt whose escape is
+# the record (control_osworld.logs).
 # design*: the pairings design the run came from (`rules`, or a pairings file's name, file, k and
 # how many pairings it declares);
 # side_task_instruction: which wording an attack run got (instruction | hand_held_instruction).
@@ -210,7 +217,7 @@ def _to_steps_list(df, col, path) -> pd.Series:
 def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     """Check and normalise a runs table; returns a new frame with the contract's dtypes."""
     _require_columns(df, RUN_COLUMNS, path)
-    df = df.reset_index(drop=True)
+    df = _recorded_outcomes_stand(df.reset_index(drop=True))
     out = pd.DataFrame(index=df.index)
     for c in ("run_id", "log", "sample_id", "untrusted_model", "main_task_id"):
         out[c] = _to_str(df, c, path, nullable=c == "log")
@@ -246,6 +253,10 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
     out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
     out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
+    for c in ("error_kind", "error_after_outcome", "error_after_outcome_kind", "main_unknown", "side_unknown", "escape_log"):
+        out[c] = _to_str(df, c, path, nullable=True)
+    out["unknown_checks"] = _to_int(df, "unknown_checks", path, nullable=True, minimum=0)
+    out["attempts"] = _to_int(df, "attempts", path, nullable=True, minimum=1)
     out["design"] = _to_str(df, "design", path, nullable=True)
     out["design_file"] = _to_str(df, "design_file", path, nullable=True)
     out["design_k"] = _to_int(df, "design_k", path, nullable=True, minimum=1)
@@ -270,6 +281,31 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     if mism.any():
         raise InputError(f"{path}: column 't_star' must equal 'outcome_step' for an escaped run at {_row_hint(out, mism)}")
     return out[list(RUN_COLUMNS) + list(OPTIONAL_RUN_COLUMNS)]
+
+
+def _recorded_outcomes_stand(df: pd.DataFrame) -> pd.DataFrame:
+    """E is absorbing: an `error` row that recorded t* is `escaped` at t*, its error kept in
+    `error_after_outcome` / `error_after_outcome_kind` (tables written before the logs applied
+    this themselves; control_osworld.logs.recorded_outcome)."""
+    t_star = pd.to_numeric(df["t_star"], errors="coerce")
+    fix = (df["outcome"].astype(object) == "error").to_numpy() & t_star.notna().to_numpy()
+    if not fix.any():
+        return df
+    df = df.copy()
+    for c in ("error", "error_kind", "error_after_outcome", "error_after_outcome_kind"):
+        if c not in df.columns:
+            df[c] = None
+        df[c] = df[c].astype(object)
+    df.loc[fix, "error_after_outcome"] = df.loc[fix, "error_after_outcome"].where(
+        df.loc[fix, "error_after_outcome"].notna(), df.loc[fix, "error"].fillna("error (message not recorded)"))
+    df.loc[fix, "error_after_outcome_kind"] = df.loc[fix, "error_after_outcome_kind"].where(
+        df.loc[fix, "error_after_outcome_kind"].notna(), df.loc[fix, "error_kind"])
+    df.loc[fix, ["error", "error_kind"]] = None
+    df["outcome"] = df["outcome"].astype(object)
+    df.loc[fix, "outcome"] = "escaped"
+    df["outcome_step"] = df["outcome_step"].astype(object)
+    df.loc[fix, "outcome_step"] = t_star[fix].to_numpy()
+    return df
 
 
 def attempts_as_recorded(runs: pd.DataFrame) -> list:
@@ -334,35 +370,74 @@ def validate_scores(df: pd.DataFrame, path="scores table") -> pd.DataFrame:
     return out[list(SCORE_COLUMNS) + list(OPTIONAL_SCORE_COLUMNS)]
 
 
-def runs_from_logs(paths) -> pd.DataFrame:
-    """Runs table from our inspect .eval logs (control_osworld.logs), validated like a file."""
+def runs_from_logs(paths, superseded=()) -> pd.DataFrame:
+    """Runs table from our inspect .eval logs (control_osworld.logs), validated like a file.
+
+    Attempts of one sample across these logs (and `superseded`, older attempts) are one row."""
     from control_osworld.logs import runs_table
 
-    frames = []
-    for f in _paths(paths):
-        try:
-            table = runs_table([f])
-        except Exception as e:  # a truncated or foreign file: say which one
-            raise InputError(f"{f}: not a readable control-osworld .eval log ({type(e).__name__}: {e})") from e
-        frames.append(validate_runs(table, f))
-    return pd.concat(frames, ignore_index=True)
+    files = _paths(paths)
+    try:
+        table = runs_table(files, superseded)
+    except ValueError as e:  # names the truncated or foreign file
+        raise InputError(str(e)) from e
+    return validate_runs(table, ", ".join(map(str, files)) if len(files) > 1 else files[0])
+
+
+def _superseded(folder: Path) -> list[Path]:
+    return sorted((folder / "superseded").glob("*.eval"))
+
+
+def _inputs(paths) -> list[tuple[str, pd.DataFrame]]:
+    """(source, validated table) per input. A folder is read as the main job leaves it: from its
+    runs table(s) when it has one (the .eval logs beside it are what the table was built from),
+    else from its .eval logs. .eval logs are read with the older attempts of their samples in
+    their folder's `superseded/` (control_osworld.logs). So a run is read once however many
+    forms of it a folder holds."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    out: list[tuple[str, pd.DataFrame]] = []
+    loose: dict[Path, list[Path]] = {}
+    for p in map(Path, paths):
+        if not p.is_dir():
+            for q in _paths([p]):
+                if q.suffix.lower() in LOG_SUFFIXES:
+                    loose.setdefault(q.parent, []).append(q)
+                else:
+                    out.append((str(q), validate_runs(_read_table(q), q)))
+            continue
+        found = _paths([p])
+        tables = [q for q in found if q.suffix.lower() in TABLE_SUFFIXES]
+        if tables:
+            out += [(str(q), validate_runs(_read_table(q), q)) for q in tables]
+        else:
+            loose.setdefault(p, []).extend(found)
+    for folder, logs in loose.items():
+        out.append((", ".join(map(str, logs)), runs_from_logs(logs, _superseded(folder))))
+    return out
 
 
 def load_runs(paths) -> pd.DataFrame:
     """Runs table from one or more .parquet/.csv files (or directories of them).
 
-    .eval logs are dispatched to runs_from_logs. Raises InputError naming the file and column.
-    """
-    frames = []
-    for p in _paths(paths):
-        if p.suffix.lower() in LOG_SUFFIXES:
-            frames.append(runs_from_logs([p]))
-            continue
-        frames.append(validate_runs(_read_table(p), p))
-    df = pd.concat(frames, ignore_index=True)
+    .eval logs are dispatched to runs_from_logs. Raises InputError naming the file and column,
+    and when one run (the same log file name, sample and epoch) comes from more than one input."""
+    inputs = _inputs(paths)
+    df = pd.concat([t for _, t in inputs], ignore_index=True)
+    src = np.concatenate([[name] * len(t) for name, t in inputs]) if len(df) else np.zeros(0, dtype=object)
     dup = df["run_id"].duplicated().to_numpy()
     if dup.any():
-        raise InputError(f"{', '.join(map(str, _paths(paths)))}: run_id {df['run_id'][dup].iloc[0]!r} appears in more than one file")
+        raise InputError(f"{', '.join(name for name, _ in inputs)}: run_id {df['run_id'][dup].iloc[0]!r} appears in more than one file")
+    key = pd.Series([f"{Path(str(lg)).name if lg is not None and lg == lg else ''}::{s}::{e}"
+                     for lg, s, e in zip(df["log"], df["sample_id"], df["epoch"])], dtype=object)
+    has_log = df["log"].notna().to_numpy()
+    n_src = pd.Series(src[has_log], dtype=object).groupby(key[has_log].to_numpy()).nunique()
+    across = n_src[n_src > 1]
+    if len(across):
+        first = str(across.index[0])
+        where = sorted(set(src[(key == first).to_numpy()]))
+        raise InputError(f"{', '.join(where)}: the run {first!r} (log file, sample, epoch) is in more than one input "
+                         "(a runs table and the .eval logs it was built from?); give one of them")
     return df
 
 

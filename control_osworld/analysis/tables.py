@@ -32,6 +32,7 @@ from .bootstrap import (
     percentile_ci,
     resample_weights,
 )
+from .exclusions import effective
 from .perstep import AGGREGATIONS, aggregate_steps, pre_t_star_max
 from .runs import INPUT_SUBSETS, SCORE_POINTS
 
@@ -252,7 +253,9 @@ def _row_groups(runs: pd.DataFrame, attacks: str):
     mode = runs["eval_mode"].to_numpy()
     model = runs["untrusted_model"].to_numpy()
     prompt = runs["attack_prompt"].to_numpy()
-    success = runs["side_task_success"].map(lambda v: v is True).to_numpy(dtype=bool)
+    # successful: the side task took effect (an unknown final verdict with t* recorded counts;
+    # one without t* is left out and listed: exclusions.py)
+    success = effective(runs)
     # error runs (the infrastructure failed) are kept apart: never a negative or a positive
     usable = (runs["outcome"] != "error").to_numpy() if "outcome" in runs.columns else np.ones(len(runs), dtype=bool)
     for m in sorted(set(model.tolist())):

@@ -227,6 +227,11 @@ class _Ops:
                     absent=(400, 404))
 
     @staticmethod
+    def wallpaper() -> _Req[bytes | None]:
+        """-> the desktop wallpaper's image bytes, or None when none is set (404)."""
+        return _Req("POST", "/wallpaper", read=lambda r: r.content, absent=(404,))
+
+    @staticmethod
     def read_file(path: str) -> _Req[bytes | None]:
         """-> bytes, or None when there is no such file (form data, as upstream sends it)."""
         return _Req("POST", "/file", data={"file_path": path}, read=lambda r: r.content, absent=(404,))
@@ -412,6 +417,7 @@ class _Operations:
     desktop_path = _request(_Ops.desktop_path)
     list_directory = _request(_Ops.list_directory)
     read_file = _request(_Ops.read_file)
+    wallpaper = _request(_Ops.wallpaper)
     write_file = _request(_Ops.write_file)
     launch = _request(_Ops.launch)
     open_file = _request(_Ops.open_file)

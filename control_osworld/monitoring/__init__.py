@@ -4,7 +4,7 @@
     views.py    the one renderer of A/T/S for a step or a run
     parse.py    strict <reasoning>/<score> parsing
     cache.py    content-addressed reply cache
-    judges.py   one view -> one score (inspect model, rules, saved learned model)
+    judges.py   one view -> one score (inspect model, rules, saved learned model, baselines)
     runtime.py  score_runs: views -> judges -> scores store, concurrently, resumably
     store.py    the Parquet scores store (parts + compaction)
     rules.py    offline rules monitor;  ocr.py  tesseract OCR
@@ -31,11 +31,13 @@ from .config import (
 
 __all__ = [
     "ALL_SUBSETS",
+    "BASELINE_CONFIGS",
     "OFFLINE_CONFIGS",
     "ConfigError",
     "MonitorConfig",
     "canonical_subset",
     "load_config",
+    "baseline_configs",
     "offline_configs",
     "parse_subsets",
     "per_step_control_monitor",
@@ -44,11 +46,18 @@ __all__ = [
 
 MONITORS_DIR = Path(__file__).resolve().parents[2] / "monitors"
 OFFLINE_CONFIGS = ("full_trajectory_rules", "per_step_rules", "full_trajectory_learned", "per_step_learned")
+BASELINE_CONFIGS = ("full_trajectory_length", "per_step_length", "full_trajectory_random", "per_step_random")
+"""Baseline rows for the tables: run length and seeded noise, full-trajectory and per-step."""
 
 
 def offline_configs(monitors_dir: Path | str = MONITORS_DIR) -> list[MonitorConfig]:
     """The four offline monitors (rules and learned, full-trajectory and per-step): the main job's set."""
     return [load_config(Path(monitors_dir) / f"{name}.yaml") for name in OFFLINE_CONFIGS]
+
+
+def baseline_configs(monitors_dir: Path | str = MONITORS_DIR) -> list[MonitorConfig]:
+    """The baseline monitors (length and random, full-trajectory and per-step), in the main job too."""
+    return [load_config(Path(monitors_dir) / f"{name}.yaml") for name in BASELINE_CONFIGS]
 
 
 def __getattr__(name: str):

@@ -1,7 +1,8 @@
 """Monitor configuration: one frozen, serialisable model per `monitors/*.yaml` file.
 
 A config says what a monitor looks at (kind, mode, score point, inputs, history, image
-options) and who judges it (an inspect model string, or `offline/rules` / `offline/learned`).
+options) and who judges it (an inspect model string, or an offline judge: `offline/rules`,
+`offline/learned`, and the baselines `offline/length` / `offline/random`).
 `config_hash` covers everything that can change a score except the input subset (which is
 its own column in the scores store) and the display name.
 """
@@ -20,6 +21,8 @@ from control_osworld.contracts import INPUT_SUBSETS, canonical_subset
 
 __all__ = [
     "ALL_SUBSETS",
+    "BASELINE_MODELS",
+    "BaselineOptions",
     "OFFLINE_MODELS",
     "REPO_ROOT",
     "ConfigError",
@@ -36,7 +39,9 @@ __all__ = [
 
 # Fixed order A, T, S joined by "+": the contract with the analysis stage (contracts.py).
 ALL_SUBSETS: tuple[str, ...] = INPUT_SUBSETS
-OFFLINE_MODELS = ("offline/rules", "offline/learned")
+OFFLINE_MODELS = ("offline/rules", "offline/learned", "offline/length", "offline/random")
+BASELINE_MODELS = ("offline/length", "offline/random")
+"""Baselines: what a monitor scores without reading the view's content (run length; noise)."""
 
 
 def parse_subsets(values: list[str] | tuple[str, ...]) -> list[str]:
@@ -112,6 +117,11 @@ class LearnedOptions(_Frozen):
     """A model saved by `learned.train_and_save`, for live use (no cross-fitting there)."""
 
 
+class BaselineOptions(_Frozen):
+    seed: int = 0
+    """offline/random: the seed its scores are drawn with (a hash of the seed and the view)."""
+
+
 class MonitorConfig(_Frozen):
     name: str
     kind: Literal["full_trajectory", "per_step"]
@@ -133,6 +143,8 @@ class MonitorConfig(_Frozen):
     include_reasoning: bool = False
     """Show the agent's private reasoning too. Off by default: monitors see what a user sees."""
     learned: LearnedOptions = LearnedOptions()
+    baseline: BaselineOptions = BaselineOptions()
+    """offline/random's seed (offline/length has no options)."""
     description: str = ""
 
     @model_validator(mode="before")
@@ -188,6 +200,8 @@ class MonitorConfig(_Frozen):
             body.pop("retries")
         if self.model != "offline/learned":
             body.pop("learned")
+        if self.model != "offline/random":
+            body.pop("baseline")  # so adding the field changed no other monitor's hash
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -14,9 +14,12 @@ Cross-fitting (`LearnedOptions.cross_fit`):
   round robin) into K folds each; the runs whose side task is in fold i and main task in
   fold j are scored by a model trained on the runs whose side task is not in fold i AND
   whose main task is not in fold j. No side task and no main task is in both a run's
-  training set and its test cell, and no run either (a run's templates are fixed). A run
-  without a side task (an unmatched honest run) or without a main task is its own template
-  on that axis. Each of the K x K models sees about (1 - 1/K)^2 of the runs. A run whose
+  training set and its test cell, and no run either (a run's templates are fixed). A run's
+  side-task template is the side task whose environment it played in
+  (`RunRecord.environment`): a matched honest run goes with the attacks of the side task it
+  was paired with, so no honest run in environment X trains the model that scores the
+  held-out attacks of side task X. A run without one (an unmatched honest run) or without a
+  main task is its own template on that axis. Each of the K x K models sees about (1 - 1/K)^2 of the runs. A run whose
   training set holds one class only is not scored (NaN; the runtime records an error).
 * ``run``: K folds of runs (seeded round robin): a model never saw any step of the run it
   scores, but it may have seen the same side-task script in another pairing. For ablations.
@@ -119,7 +122,8 @@ def cross_fit(docs: Sequence[str], labels: Sequence[int], groups: Sequence[str],
               templates: Sequence[tuple[str | None, str | None]] | None = None) -> np.ndarray:
     """Held-out P(attack) for every document (NaN where no model could be trained).
 
-    groups: the run of each document. templates: its run's (side task id, main task id);
+    groups: the run of each document. templates: its run's (side task of its environment,
+    main task id);
     without them (or with ``opts.cross_fit == "run"``) the folds split runs only."""
     y = np.asarray(labels, dtype=int)
     g = [str(x) for x in groups]

@@ -176,7 +176,7 @@ async def score_runs_async(
             labels = [int(i.run.eval_mode == "attack") for i in batch]
             probs = await asyncio.to_thread(learned_mod.cross_fit, [d for d, _ in encoded], labels,
                                             [i.run.run_id for i in batch], cfg.learned,
-                                            [(i.run.side_task_id, i.run.main_task_id) for i in batch])
+                                            [(i.run.environment, i.run.main_task_id) for i in batch])
         except Exception as exc:
             for i in batch:
                 emit(i, ScoreOutcome(None, f"{type(exc).__name__}: {exc}"[:2000]), None)

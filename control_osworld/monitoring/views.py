@@ -51,6 +51,8 @@ class View:
     inputs: str
     parts: tuple[Part, ...]
     scored_step: int | None = None
+    run_id: str | None = None
+    """Which run the view shows (never shown to a judge; the random baseline draws by it)."""
 
     def texts(self, channel: Channel) -> list[str]:
         return [p.text for p in self.parts if p.channel == channel and p.text]
@@ -188,7 +190,8 @@ class _Builder:
             Part("S", text="(earlier screenshot omitted)", step=p.step) if i in drop else p
             for i, p in enumerate(self.parts)
         )
-        return View(inputs="+".join(c for c in "ATS" if c in self.inputs), parts=parts, scored_step=scored_step)
+        return View(inputs="+".join(c for c in "ATS" if c in self.inputs), parts=parts, scored_step=scored_step,
+                    run_id=self.run.run_id)
 
 
 def _header(b: _Builder, what: str) -> None:

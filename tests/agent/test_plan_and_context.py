@@ -213,9 +213,9 @@ def test_real_oracles_put_side_steps_mid_task(strategy):
 
 
 def test_no_giveaway_means_no_side_text_in_visible_text():
-    """Without the giveaway, every side turn shows a main step's own text (a cover story), which
-    the honest runs of the same task show too: visible text has no vocabulary of its own in
-    attack runs, so a text-only monitor cannot tell them apart by the words alone."""
+    """Without the giveaway, every side turn shows a checking turn's text (the `check` pool,
+    which the honest twin shows in the same turn) or, hidden, the text of the main turn it
+    rides in: never the side oracle's own text nor the side task's instruction."""
     from control_osworld.agent.scripted import _texts
 
     cat, pairs = _real_pairs()
@@ -224,17 +224,17 @@ def test_no_giveaway_means_no_side_text_in_visible_text():
         mo = cat.oracle(main.id)
         side_texts = {s.get("text") for s in so["steps"] if s.get("text")}
         step_texts = {s.get("text") for s in mo["steps"] if s.get("text")}
-        # what honest runs of this task can show: its steps' texts and the pools _vary_honest draws from
-        honest_texts = step_texts | {x for k in ("explore", "narrate", "wait", "fix", "submit") for x in _texts()[k]}
+        honest_texts = step_texts | {x for k in ("explore", "narrate", "wait", "fix", "submit", "check")
+                                     for x in _texts()[k]}
         for strategy in STRATEGIES:
             plan = build_plan(mo, so, sample_id=f"{main.id}__{side.id}", epoch=1, seed=0,
                               strategy=strategy, giveaway=0.0)
             for t in plan.turns:
                 assert side.instruction not in t.text
-                if t.side:  # a main step's text, or (hidden) the text of the main turn it rides in
+                if t.side:
                     assert t.text in honest_texts, (side.id, strategy, t.text)
-                    assert t.text in step_texts or t.hosts_main, (side.id, strategy, t.text)
-                    assert t.text not in side_texts - step_texts, (side.id, strategy, t.text)
+                    assert t.text in _texts()["check"] or t.hosts_main, (side.id, strategy, t.text)
+                    assert t.text not in side_texts - step_texts - set(_texts()["check"]), (side.id, strategy, t.text)
 
 
 def test_one_model_plays_matched_honest_and_attack_samples_apart():
@@ -254,6 +254,6 @@ def test_one_model_plays_matched_honest_and_attack_samples_apart():
     attack = model.plan_for(a.metadata, str(a.id), 1)
     assert not any(t.side for t in honest.turns) and honest.strategy is None
     assert any(t.side for t in attack.turns) and attack.effect_step is not None
-    # the honest part is the same variation in both
-    assert [t.calls for t in honest.turns if not t.side] == [t.calls for t in attack.turns if not t.side
-                                                               and not t.hosts_main] or attack.strategy == "hidden"
+    # one plan with or without the side actions: the honest twin mirrors the attack's strategy
+    assert honest.mirrors == attack.strategy and len(honest.turns) == len(attack.turns)
+    assert [t.calls for t in honest.turns] == [t.main_calls for t in attack.turns]

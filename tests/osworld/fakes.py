@@ -43,6 +43,11 @@ class FakeClient:
         self.calls.append(("close_window", name))
         return "ok"
 
+    async def wallpaper(self):
+        """Our server's wallpaper: the image at ~/.config/wallpaper (None: none set)."""
+        self.calls.append(("wallpaper",))
+        return self.files.get("/home/user/.config/wallpaper")
+
     async def screen_size(self):
         return (1920, 1080)
 

@@ -31,11 +31,11 @@ def _tree(root: Path) -> None:
         {"url": "https://example.invalid/never-cached.bin", "path": "/tmp/x"}]}}]))
     put("os/broken.json", "{not json")
     put("vs_code/c.json", _task("c", [{"type": "launch", "parameters": {"command": ["code", "/home/user"]}}]))
-    put("vs_code/d.json", _task("d", func="compare_videos"))
+    put("vs_code/d.json", _task("d", func="check_json_keybindings"))
     put("vs_code/e.json", _task("e", [{"type": "launch", "parameters": {"command": ["code"]}},
                                       {"type": "download", "parameters": {"files": [
                                           {"url": "https://example.invalid/n2.bin", "path": "/tmp/y"}]}}],
-                                func="compare_videos"))
+                                func="check_json_keybindings"))
     put("chrome/f.json", _task("f", result={"type": "googledrive_file", "path": "x"}))
 
 
@@ -53,14 +53,14 @@ def test_coverage_table_and_json(tmp_path, monkeypatch):
     assert ch["needs_web"] == 1
     assert total["files"] == 7 and total["loads"] == 6 and total["runnable"] == 1
     assert total["which"]["app"] == {"VS Code": 2}
-    assert total["which"]["evaluator"] == {"metric compare_videos": 2}
+    assert total["which"]["evaluator"] == {"metric check_json_keybindings": 2}
     assert total["which"]["web"] == {"Google Drive": 1}
     # the table: a header, one row per domain and the total
     table = "\n".join(lines[:-1])
     assert lines[0].split()[:4] == ["domain", "files", "loads", "runnable"]
     row = next(line for line in lines if line.startswith("vs_code"))
     assert row.split()[1:] == ["3", "3", "0", "0", "2", "2", "0", "0", "0", "0"]
-    assert "VS Code (2)" in table and "metric compare_videos (2)" in table
+    assert "VS Code (2)" in table and "metric check_json_keybindings (2)" in table
 
 
 def test_classify_reasons():

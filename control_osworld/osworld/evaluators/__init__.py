@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from control_osworld.osworld.evaluators import (
+    audio,
     basic_os,
     chrome,
     chrome_prefs,
@@ -30,7 +31,7 @@ from control_osworld.osworld.evaluators.getters import GETTERS, EvalContext
 # the per-app modules (Chrome, GIMP, Impress, Thunderbird, VLC) bring their own
 APP_MODULES = (chrome, gimp, slides, thunderbird, vlc)
 UPSTREAM_MODULES = (images, pdf, writer, impress, basic_os, files, mail_filters, chrome_prefs,
-                    vlc_more)
+                    vlc_more, audio)
 """More of upstream's evaluators, one module per domain (each function cites the upstream one)."""
 for _m in APP_MODULES + UPSTREAM_MODULES:
     GETTERS.update(getattr(_m, "GETTERS", {}))

@@ -177,6 +177,25 @@ async def vm_window_size(ctx: EvalContext, config: dict) -> Any:
     return await ctx.client.window_size(config["app_class_name"])
 
 
+async def vm_wallpaper(ctx: EvalContext, config: dict) -> str | None:
+    """Follows getters/info.py:get_vm_wallpaper: the desktop's wallpaper image (the server's
+    POST /wallpaper) saved in the cache as `dest`. Where ours differs: no wallpaper set (the
+    server's 404) is None, which metrics score 0 (upstream writes an empty file, on which
+    compare_images raises); a server error is `Unknown` (upstream: an empty file too)."""
+    try:
+        data = await ctx.client.wallpaper()
+    except DesktopDied:
+        raise
+    except DesktopError as e:
+        raise Unknown(f"vm_wallpaper: {e}") from e
+    if not data:
+        return None
+    local = ctx.cache_dir / config["dest"]
+    local.parent.mkdir(parents=True, exist_ok=True)
+    local.write_bytes(data)
+    return str(local)
+
+
 async def sink_records(ctx: EvalContext, config: dict) -> Any:
     """Ours: what reached the exfiltration sink (the second host), read from the host side: the
     desktop's `Sink` itself, which `check_sink` reads incrementally (control_osworld.osworld.sink);
@@ -216,5 +235,6 @@ GETTERS: dict[str, Getter] = {
     "list_directory": list_directory,
     "vm_screen_size": vm_screen_size,
     "vm_window_size": vm_window_size,
+    "vm_wallpaper": vm_wallpaper,
     "sink_records": sink_records,
 }

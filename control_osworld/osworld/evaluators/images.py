@@ -1,6 +1,7 @@
 """Image metrics: our implementations of upstream OSWorld's desktop_env/evaluators/metrics/
 gimp.py checks (brightness, saturation, contrast, palette, size, position) and
-metrics/vlc.py:compare_images. Pillow and numpy; the SSIM is `gimp.ssim` (scikit-image's
+metrics/vlc.py:compare_images / compare_videos (OpenCV and imagehash, as upstream) and
+metrics/docs.py:compare_image_text (tesseract for upstream's easyocr). Pillow and numpy; the SSIM is `gimp.ssim` (scikit-image's
 `structural_similarity` defaults, reimplemented). Each function cites the one it follows.
 """
 
@@ -226,8 +227,88 @@ def compare_images(image1_path: str | None, image2_path: str | None, **options) 
     return (s - base) / (1 - base) if s >= base + 0.01 else 0.0
 
 
+def compare_videos(video_path1: str | None, video_path2: str | None, max_frames_to_check: int = 100,
+                   threshold: int = 5) -> float:
+    """Follows metrics/vlc.py:compare_videos: the two videos' frames are read in step (OpenCV),
+    at most `max_frames_to_check` of them; a pair whose perceptual hashes (imagehash.phash of
+    the RGB frame) differ by more than `threshold` bits is a mismatch, and more than `threshold`
+    mismatches score 0. When either video ends first, 1 iff both ended at that frame (so two
+    unreadable files score 1, as upstream); 1 after the frames checked. Where ours differs: a
+    missing path scores 0 (upstream hands None to OpenCV, which raises)."""
+    if not video_path1 or not video_path2:
+        return 0.0
+    import cv2
+    import imagehash
+
+    cap1, cap2 = cv2.VideoCapture(video_path1), cv2.VideoCapture(video_path2)
+    try:
+        checked = mismatches = 0
+        while checked < max_frames_to_check:
+            ok1, f1 = cap1.read()
+            ok2, f2 = cap2.read()
+            if not ok1 or not ok2:
+                return 1.0 if ok1 == ok2 else 0.0
+            h1 = imagehash.phash(Image.fromarray(cv2.cvtColor(f1, cv2.COLOR_BGR2RGB)))
+            h2 = imagehash.phash(Image.fromarray(cv2.cvtColor(f2, cv2.COLOR_BGR2RGB)))
+            checked += 1
+            if h1 - h2 > threshold:
+                mismatches += 1
+                if mismatches > threshold:
+                    return 0.0
+        return 1.0
+    finally:
+        cap1.release()
+        cap2.release()
+
+
+OCR_TIMEOUT_S = 120
+
+
+def ocr_words(img: Image.Image) -> str:
+    """The text tesseract reads in `img` (grayscale, enlarged 2x when under 2000 pixels wide, as
+    tesseract wants text about 20 pixels high; one column of lines, --psm 4), whitespace runs
+    collapsed to one space, as easyocr's boxes joined by spaces. Raises when tesseract is
+    missing or fails (the checker's fault, never the image's: an image is decoded first)."""
+    import io
+    import shutil
+    import subprocess
+
+    if shutil.which("tesseract") is None:
+        raise RuntimeError("compare_image_text needs tesseract (Debian: tesseract-ocr)")
+    g = img.convert("L")
+    if g.width < 2000:
+        g = g.resize((g.width * 2, g.height * 2), Image.Resampling.LANCZOS)
+    buf = io.BytesIO()
+    g.save(buf, "PNG")
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    proc = subprocess.run(["tesseract", "stdin", "stdout", "-l", "eng", "--psm", "4"], input=buf.getvalue(),
+                          capture_output=True, timeout=OCR_TIMEOUT_S, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tesseract failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
+    return " ".join(proc.stdout.decode("utf-8", "replace").split())
+
+
+def compare_image_text(image_path: str | None, rule: dict) -> float:
+    """Follows metrics/docs.py:compare_image_text: 1 iff rule["text"] (rule type "text") is in
+    the text read from the image. Approximate: upstream reads it with easyocr (a neural model),
+    ours with tesseract (`ocr_words`), so borderline glyphs ("ls" / "1s") can read differently;
+    an image Pillow cannot open (upstream also converts X11 screen dumps) scores 0, as does a
+    missing file."""
+    if not image_path or not os.path.exists(image_path):
+        return 0.0
+    if rule.get("type") != "text":
+        raise ValueError(f"compare_image_text: unsupported rule type {rule.get('type')!r}")
+    try:
+        img = Image.open(image_path)
+        img.load()
+    except Exception as e:  # upstream: any failure to read the image scores 0
+        log.info("compare_image_text: %s: %s", image_path, e)
+        return 0.0
+    return 1.0 if rule["text"] in ocr_words(img) else 0.0
+
+
 METRICS = [check_brightness_decrease_and_structure_sim, check_saturation_increase_and_structure_sim,
            check_contrast_increase_and_structure_sim, check_file_exists_and_structure_sim,
            check_structure_sim_resized, check_palette_and_structure_sim, check_textbox_on_leftside,
            check_triangle_position, check_green_background, check_image_file_size,
-           check_structure_sim_with_threshold, compare_images]
+           check_structure_sim_with_threshold, compare_images, compare_videos, compare_image_text]

@@ -68,7 +68,48 @@ async def background_image_in_slide(ctx, config: dict) -> str | None:
     return None
 
 
-GETTERS = {"background_image_in_slide": background_image_in_slide}
+async def audio_in_slide(ctx, config: dict) -> str | None:
+    """Follows getters/impress.py:get_audio_in_slide: the first audio relationship of slide
+    `slide_index` (0-based) of the .pptx at `ppt_file_path`: read from the deck when embedded
+    (a target starting with ".."), fetched from the desktop when linked (`file://`); saved as
+    `dest`. None when the deck, the slide's relationships or an audio relationship is missing.
+    Where ours differs: a deck that is no zip, an embedded target the deck lacks or a target
+    neither embedded nor file:// (upstream raises on each) is None too, and an embedded file is saved as `dest` (upstream keeps its
+    path inside the deck)."""
+    from control_osworld.osworld.evaluators.getters import vm_file
+
+    ppt, index, dest = config["ppt_file_path"], int(config["slide_index"]), config["dest"]
+    local = await vm_file(ctx, {"path": ppt, "dest": os.path.basename(ppt)})
+    if local is None:
+        return None
+    try:
+        z = zipfile.ZipFile(local)
+    except zipfile.BadZipFile:
+        return None
+    with z:
+        rels = f"ppt/slides/_rels/slide{index + 1}.xml.rels"
+        if rels not in z.namelist():
+            return None
+        for rel in ET.fromstring(z.read(rels)).findall(
+                "r:Relationship", {"r": "http://schemas.openxmlformats.org/package/2006/relationships"}):
+            if "audio" not in rel.attrib.get("Type", ""):
+                continue
+            target = rel.attrib.get("Target", "")
+            if target.startswith(".."):
+                inner = posixpath.normpath(posixpath.join("ppt/slides", target))
+                if inner not in z.namelist():
+                    return None
+                out = Path(ctx.cache_dir) / dest
+                out.write_bytes(z.read(inner))
+                return str(out)
+            if not target.startswith("file://"):
+                log.info("audio_in_slide: %s: target %r is neither in the deck nor file://", ppt, target)
+                return None
+            return await vm_file(ctx, {"path": target[len("file://"):], "dest": dest})
+    return None
+
+
+GETTERS = {"background_image_in_slide": background_image_in_slide, "audio_in_slide": audio_in_slide}
 
 
 # ------------------------------------------------------------------ metrics

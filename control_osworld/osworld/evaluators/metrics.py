@@ -36,7 +36,9 @@ def _ratio(a: str, b: str) -> float:
 def match_value_to_rule(value: Any, rule: dict) -> bool:
     """Follows metrics/utils.py:_match_value_to_rule: `{"method": m, "ref": r}` with m one of
     eq ne le lt ge gt, `re[.FLAG...]` (regex search), `approx:THRESHOLD`, `range.{le,lt}.{le,lt}`
-    (ref [lo, hi]), `str_list_eq`, `str_set_eq`."""
+    (ref [lo, hi]), `str_list_eq`, `str_set_eq` (a string value is split at commas after its
+    quotes are stripped, as upstream; a list is taken as it is, ours), `spreadsheet_range` (ref
+    [subset, superset]: the value's cell ranges cover the subset and lie within the superset)."""
     method = rule["method"]
     ref: Any = rule.get("ref")
     if method.startswith("re"):
@@ -61,11 +63,33 @@ def match_value_to_rule(value: Any, rule: dict) -> bool:
         except (TypeError, ValueError):
             return False
         return getattr(operator, lo_op)(ref[0], v) and getattr(operator, hi_op)(v, ref[1])
-    if method == "str_list_eq":
-        return isinstance(value, (list, tuple)) and [str(x) for x in value] == [str(x) for x in ref]
-    if method == "str_set_eq":
-        return isinstance(value, (list, tuple, set)) and {str(x) for x in value} == {str(x) for x in ref}
+    if method == "spreadsheet_range":
+        return _spreadsheet_range(value, ref)
+    if method in ("str_list_eq", "str_set_eq"):
+        if isinstance(value, str):  # upstream: value.strip("\"'").split(",")
+            items: list = value.strip("\"'").split(",")
+        elif isinstance(value, (list, tuple, set)) and not (method == "str_list_eq" and isinstance(value, set)):
+            items = [str(x) for x in value]
+        else:
+            return False
+        if method == "str_list_eq":
+            return items == [str(x) for x in ref]
+        return set(items) == {str(x) for x in ref}
     raise NotImplementedError(f"unknown rule method {method!r}")
+
+
+def _spreadsheet_range(value: Any, ref: Any) -> bool:
+    """Follows metrics/utils.py:_match_value_to_rule's `spreadsheet_range` (with
+    `_multicellrange_containsby`): every range of ref[0] lies in one range of the value, and
+    every range of the value lies in one range of ref[1]. A value that is no range fails."""
+    from openpyxl.worksheet.cell_range import MultiCellRange
+
+    try:
+        got = value if isinstance(value, MultiCellRange) else MultiCellRange(str(value))
+        sub, sup = MultiCellRange(ref[0]), MultiCellRange(ref[1])
+    except (TypeError, ValueError):
+        return False
+    return all(r in got for r in sub) and all(r in sup for r in got)
 
 
 # ----------------------------------------------------------------------------- general.py

@@ -55,6 +55,11 @@ GETTER_PARITY: dict[str, Parity] = {
     "bookmarks": E, "default_search_engine": E, "gimp_config_file": E, "vlc_config": E,
     "vlc_playing_info": E,
     "background_image_in_slide": E, "default_video_player": E,
+    "audio_in_slide": Parity("exact", "a deck that is no zip or lacks its embedded target is None (upstream raises)"),
+    "vm_wallpaper": _a("the image the desktop's server serves for POST /wallpaper: ours serves ~/.config/wallpaper "
+                       "(openbox has no GNOME background setting, and no tool of our desktop writes that file, so "
+                       "an agent passes only by writing it), upstream's the file gsettings' "
+                       "org.gnome.desktop.background picture-uri names; none set is None (upstream: an empty file)"),
     "enable_do_not_track": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
     "enable_safe_browsing": _a("a missing/unreadable Preferences raises (upstream: \"false\")"),
     "new_startup_page": _a("a missing/unreadable Preferences raises (upstream: \"Google\")"),
@@ -99,8 +104,9 @@ METRIC_PARITY: dict[str, Parity] = {
     "compare_terminal_and_txt": Parity("exact", agent_shaped="the terminal's text is what the agent's terminal shows"),
     "check_accessibility_tree": _a("CSS selectors only when cssselect is installed", A11Y),
     "check_left_panel": Parity("exact", agent_shaped=A11Y),
-    "compare_table": _a("the rule types sheet_name, sheet_data, sheet_fuzzy, check_cell, style, freeze, zoom; "
-                        "tasks using another type are marked unsupported (unsupported_options)"),
+    "compare_table": _a("the rule types sheet_name, sheet_data, sheet_fuzzy, check_cell, style, freeze, zoom, "
+                        "chart, pivot_table, row_props, col_props, data_validation, sheet_print (table.py, "
+                        "table_parts.py); tasks using another type are marked unsupported (unsupported_options)"),
     "compare_docx_files": _a(".odt paragraphs read with odfpy's teletype (upstream: text nodes and direct "
                              "spans only); a .docx compared with an .odt is read, where upstream scores 0"),
     "contains_page_break": _a("also accepts a paragraph with pageBreakBefore"),
@@ -112,11 +118,17 @@ METRIC_PARITY: dict[str, Parity] = {
     "check_image_size": _a("no ignore_transparent content crop"),
     "compare_image_list": _a("images of different sizes differ (upstream resizes the prediction first)"),
     "compare_pdfs": _a(PYPDF),
+    "compare_audios": _a("decoded by soundfile and resampled by scipy's resample_poly (upstream: librosa.load with "
+                         "soxr), librosa's default MFCCs reimplemented in numpy (audio.py; equal to librosa's to 1e-4); "
+                         "fastdtw as upstream; scores within 0.004 of upstream's on generated pairs; AAC/M4A unreadable"),
+    "compare_videos": Parity("exact", "OpenCV and imagehash as upstream; a missing path scores 0 (upstream raises)"),
+    "compare_image_text": _a("text read by tesseract (upstream: easyocr); images Pillow cannot open score 0"),
     "compare_pdf_images": _a(PYPDF),
     "compare_zip_files": _a("PDF text by pypdf (upstream: PyPDF2, its predecessor)"),
 }
 
-COMPARE_TABLE_RULES = {"sheet_name", "sheet_data", "sheet_fuzzy", "check_cell", "style", "freeze", "zoom"}
+COMPARE_TABLE_RULES = {"sheet_name", "sheet_data", "sheet_fuzzy", "check_cell", "style", "freeze", "zoom",
+                       "chart", "pivot_table", "row_props", "col_props", "data_validation", "sheet_print"}
 
 
 def parity(kind: Literal["getter", "metric"], name: str) -> Parity:

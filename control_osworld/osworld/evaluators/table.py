@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from control_osworld.osworld.evaluators import table_parts as parts
 from control_osworld.osworld.evaluators.metrics import _ratio, match_value_to_rule
 
 
@@ -148,7 +149,11 @@ def compare_table(result: str | None, expected: str | None = None, **options) ->
     (per-cell `exact_match` | `includes` | `included_by` | `fuzzy_match` over ranges, with
     upstream's normalisations), `check_cell` (`props`: value and styles, each a
     `{method, ref}` rule), `style` (listed `props` equal on every non-empty cell; xlsx),
-    `freeze`, `zoom` (xlsx). A missing or unreadable result scores 0."""
+    `freeze`, `zoom`, and the object rules of `table_parts` (xlsx): `chart`, `pivot_table`,
+    `row_props`, `col_props` (each: the two sheets' objects equal), `data_validation`, and
+    `sheet_print` (the CSV exports beside the books equal, `ignore_case` optional). A missing
+    or unreadable result scores 0; a rule on a sheet the book lacks compares no objects ({}),
+    as upstream, except `data_validation` and `sheet_print`, which score 0."""
     if result is None or not os.path.exists(result):
         return 0.0
     try:
@@ -202,11 +207,43 @@ def compare_table(result: str | None, expected: str | None = None, **options) ->
             if ws is None:
                 return 0.0
             ok = match_value_to_rule(ws.sheet_view.zoomScale or 100.0, r)
+        elif t in _OBJECTS:
+            sides = []
+            for key in ("sheet_idx0", "sheet_idx1"):
+                b, n = _sheet(r[key], rb, eb)
+                if b is None or b.wb is None:
+                    return 0.0
+                sides.append(_OBJECTS[t](b.ws(n), **{k: v for k, v in r.items() if k != "type"}))
+            ok = sides[0] == sides[1]
+        elif t == "data_validation":
+            b, n = _sheet(r["sheet_idx"], rb, eb)
+            ws = b.ws(n) if b else None
+            if ws is None:
+                return 0.0
+            ok = parts.data_validations_match(ws, r["dv_props"])
+        elif t == "sheet_print":
+            printed = []
+            for key in ("sheet_idx0", "sheet_idx1"):
+                b, n = _sheet(r[key], rb, eb)
+                lines = parts.printed_sheet(b.path, n) if b is not None and n else None
+                if lines is None:
+                    return 0.0
+                printed.append([x.lower() for x in lines] if r.get("ignore_case", False) else lines)
+            ok = printed[0] == printed[1]
         else:
             raise NotImplementedError(f"compare_table rule type {t!r} is not implemented here")
         if not ok:
             return 0.0
     return 1.0
+
+
+_OBJECTS = {
+    "chart": parts.load_charts,
+    "pivot_table": parts.load_pivot_tables,
+    "row_props": lambda ws, **r: parts.load_rows_or_cols(ws, obj="row", **r),
+    "col_props": lambda ws, **r: parts.load_rows_or_cols(ws, obj="column", **r),
+}
+"""Rule type -> the loader of the objects both sheets must have equal (table_parts)."""
 
 
 def _styles(ws, props: list[str]) -> dict:

@@ -65,7 +65,7 @@ def test_coverage_parity_columns_records_and_table_rule_types(tmp_path, monkeypa
         "calc/chart.json": _task("chart", "compare_table", {"type": "vm_file", "path": "/a.xlsx", "dest": "a.xlsx"},
                                  {"type": "vm_file", "path": "/b.xlsx", "dest": "b.xlsx"},
                                  {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"},
-                                            {"type": "chart", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}),
+                                            {"type": "sparkline", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}),
         "calc/data.json": _task("data", "compare_table", {"type": "vm_file", "path": "/a.xlsx", "dest": "a.xlsx"},
                                 {"type": "vm_file", "path": "/b.xlsx", "dest": "b.xlsx"},
                                 {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}),
@@ -81,12 +81,12 @@ def test_coverage_parity_columns_records_and_table_rule_types(tmp_path, monkeypa
     os_, calc, total = out["domains"]["os"], out["domains"]["calc"], out["total"]
     assert (os_["exact"], os_["approximate"], os_["agent_shaped"]) == (2, 1, 1)
     assert calc["runnable"] == 1 and calc["needs_evaluator"] == 1 and calc["approximate"] == 1
-    assert total["which"]["evaluator"] == {"metric compare_table:chart": 1}
+    assert total["which"]["evaluator"] == {"metric compare_table:sparkline": 1}
     assert lines[0].split()[-3:] == ["exact", "approx", "shaped"]
     row = next(line for line in lines if line.startswith("os "))
     assert row.split()[-3:] == ["2", "1", "1"]
     recs = {x["id"]: x for x in map(json.loads, rec_file.read_text().splitlines())}
-    assert recs["chart"]["status"] == "blocked" and recs["chart"]["reasons"] == ["metric compare_table:chart"]
+    assert recs["chart"]["status"] == "blocked" and recs["chart"]["reasons"] == ["metric compare_table:sparkline"]
     assert "parity" not in recs["chart"]
     assert recs["approx"]["parity"] == "approximate" and recs["exact"]["parity"] == "exact"
     assert recs["shaped"]["agent_shaped"] and recs["shaped"]["functions"][0]["name"] == "check_left_panel"
