@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-from typing import Literal
+from typing import Awaitable, Literal, TypeVar
 
 from inspect_ai.tool import ContentImage, ContentText, Tool, ToolError, tool
 from inspect_ai.util import sandbox, store
@@ -20,9 +20,11 @@ from PIL import Image
 from pydantic import BaseModel, Field
 
 from control_osworld.desktop.actions import ActionError, Scale, from_computer_tool
+from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.frames import Frame, changed_region
 from control_osworld.desktop.sandbox import DesktopSandboxEnvironment
 
+T = TypeVar("T")
 PENDING_ACTIONS_KEY = "control_osworld:pending_actions"
 """Store key: the tool appends what each call ran; the loop moves it into the step record."""
 
@@ -62,6 +64,21 @@ def _record(args: dict, code: str | None, error: str | None, frame: Frame | None
         rec["frame_box"] = list(frame.box)
     pending.append(rec)
     store().set(PENDING_ACTIONS_KEY, pending)
+
+
+async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T]) -> T:
+    """`call`, with a failure the agent can cause (desktop/errors.py: its executor killed, an
+    app hung, ...) turned into a tool error the model sees, recorded on the action; any other
+    failure of the desktop raises (a sample error)."""
+    try:
+        return await call
+    except DesktopError as e:
+        kind = agent_fault(e)
+        if kind is None:
+            raise
+        if args is not None:
+            _record(args, code, f"{kind}: {e}")
+        raise ToolError(f"the desktop could not do that ({kind}): {e}") from None
 
 
 @tool(name="computer")
@@ -120,7 +137,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
         # A batch runs several actions before one screenshot: keep what each action changed,
         # so a monitor can see between the screenshots (desktop/frames.py).
         batched = len(actions) > 1
-        prev = await env.client.screenshot(size=(model_w, model_h)) if batched else None
+        prev = await _agents_doing(None, None, env.client.screenshot(size=(model_w, model_h))) if batched else None
         for i, args in enumerate(actions):
             try:
                 act = from_computer_tool(args, scale)
@@ -131,30 +148,32 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
             if act.wait_s:
                 await asyncio.sleep(min(act.wait_s, 30))
             if act.code is not None:
-                r = await env.client.step(act.code, screenshot=last or batched, pause=settle_s if last else 0.0,
-                                          size=(model_w, model_h), timeout=env.action_timeout)
+                r = await _agents_doing(args, act.code, env.client.step(
+                    act.code, screenshot=last or batched, pause=settle_s if last else 0.0, size=(model_w, model_h),
+                    timeout=env.action_timeout))
                 frame = None
                 if batched and prev is not None and r.screenshot:
                     frame = changed_region(prev, r.screenshot)
                     prev = r.screenshot
-                _record(args, act.code, r.error if r.returncode else None, frame)
+                _record(args, act.code, (f"{r.agent_fault}: {r.error}" if r.agent_fault else r.error)
+                        if r.returncode else None, frame)
                 if r.returncode:
                     raise ToolError(f"the action failed: {r.error.strip().splitlines()[-1] if r.error else r.returncode}")
                 png = r.screenshot
             else:
                 _record(args, None, None)
             if act.returns_cursor:
-                x, y = await env.client.cursor_position()
+                x, y = await _agents_doing(None, None, env.client.cursor_position())
                 mx, my = scale.to_model(x, y)
                 result.append(ContentText(text=f"The cursor is at ({mx}, {my})."))
             if act.zoom_region is not None:
-                full = Image.open(io.BytesIO(await env.client.screenshot()))
+                full = Image.open(io.BytesIO(await _agents_doing(None, None, env.client.screenshot())))
                 crop = full.crop(act.zoom_region)
                 buf = io.BytesIO()
                 crop.save(buf, "PNG")
                 return [ContentImage(image="data:image/png;base64," + base64.b64encode(buf.getvalue()).decode())]
         if png is None:
-            png = await env.client.screenshot(size=(model_w, model_h))
+            png = await _agents_doing(None, None, env.client.screenshot(size=(model_w, model_h)))
         result.append(screenshot_content(png, (model_w, model_h)))
         return result
 

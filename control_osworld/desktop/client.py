@@ -39,30 +39,20 @@ from typing import (
 
 import httpx
 
-from control_osworld.desktop.provider import DesktopHandle
+from control_osworld.desktop.errors import DesktopDied, DesktopError, DesktopHung
+from control_osworld.desktop.handle import DesktopHandle
 
-EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env"})
+__all__ = ["AsyncDesktopClient", "DesktopClient", "DesktopDied", "DesktopError", "DesktopHung", "StepResult",
+           "command_stream", "command_truncated"]
+
+EXTENSIONS = frozenset({"step", "screenshot_size", "execute_env", "integrity", "byte_safe_output"})
 """What our server adds to upstream's protocol (`GET /healthz` lists them): `POST /step`,
-`/screenshot?width=&height=`, and `input`/`cwd`/`env`/`timeout` on `/execute`."""
+`/screenshot?width=&height=`, `input`/`cwd`/`env`/`timeout`/`max_output` on `/execute`, `GET
+/integrity` (its counts of the agent's faults), and bounded, byte-safe command output
+(`output_b64`, `truncated`: see `_Ops.execute`)."""
 UPSTREAM_ACTION_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False\n"
 """What upstream's client puts before every pyautogui action (desktop_env/controllers/python.py;
 a newline instead of its `; ` so that actions may start with a compound statement)."""
-
-
-class DesktopError(RuntimeError):
-    """The desktop's server refused or failed a request; `status` is its HTTP code."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
-class DesktopDied(DesktopError):
-    """The desktop's server went away (connection refused, reset or closed mid-request)."""
-
-
-class DesktopHung(DesktopError):
-    """The desktop's server did not answer in time (it is there but stuck)."""
 
 
 def _unreachable(req: "_Req", e: httpx.TransportError) -> DesktopError:
@@ -77,6 +67,26 @@ class StepResult:
     output: str
     error: str
     screenshot: bytes | None
+    agent_fault: str | None = None
+    """Set when the action failed by the agent's own doing (our server: its executor killed, not
+    restartable, babbling): desktop/errors.py."""
+
+
+def command_stream(r: dict[str, Any], name: str = "output") -> bytes:
+    """A stream of an `/execute` reply as its exact bytes: `<name>_b64` when the server sent it
+    (the bytes were not UTF-8), else the text."""
+    b64 = r.get(f"{name}_b64")
+    if isinstance(b64, str):
+        return base64.b64decode(b64)
+    text = r.get(name)
+    return text.encode("utf-8", "surrogateescape") if isinstance(text, str) else b""
+
+
+def command_truncated(r: dict[str, Any], name: str | None = None) -> bool:
+    """The server cut the reply's output (`name`'s, or any stream's when None)."""
+    if name is not None:
+        return bool(r.get(f"{name}_truncated"))
+    return bool(r.get("truncated") or r.get("output_truncated") or r.get("error_truncated"))
 
 
 R = TypeVar("R")
@@ -118,7 +128,7 @@ def _step_result(r: httpx.Response) -> StepResult:
     j = r.json()
     shot = j.get("screenshot")
     return StepResult(j.get("returncode", 0), j.get("output", ""), j.get("error", ""),
-                      base64.b64decode(shot) if shot else None)
+                      base64.b64decode(shot) if shot else None, j.get("agent_fault"))
 
 
 class _Ops:
@@ -126,13 +136,19 @@ class _Ops:
 
     @staticmethod
     def execute(command: str | list[str], shell: bool = False, timeout: float = 120, input: str | None = None,
-                cwd: str | None = None, env: dict[str, str] | None = None, trusted: bool = False) -> _Req[dict[str, Any]]:
+                cwd: str | None = None, env: dict[str, str] | None = None, trusted: bool = False,
+                max_output: int | None = None) -> _Req[dict[str, Any]]:
         """-> {status, output, error, returncode}; a non-zero returncode is not an error.
         `input`, `cwd` and `env` are our extensions (upstream servers ignore them).
         `trusted` (ours): the harness's own command (checker, evaluators), run where the agent's
-        uid cannot reach it (docs/integrity.md); by default a command runs as the agent."""
+        uid cannot reach it (docs/integrity.md); by default a command runs as the agent.
+        Ours too: each stream is bounded (`max_output` bytes, the server's own bound at most) and
+        byte-safe: `output`/`error` are text (undecodable bytes as U+FFFD); `output_b64`/`error_b64`
+        carry the exact bytes when they are not UTF-8; `truncated` (and `output_truncated`,
+        `error_truncated`) when a stream was cut (`command_stream` reads them)."""
         body: dict[str, Any] = {"command": command, "shell": shell, "timeout": timeout}
-        body.update({k: v for k, v in (("input", input), ("cwd", cwd), ("env", env)) if v is not None})
+        body.update({k: v for k, v in (("input", input), ("cwd", cwd), ("env", env), ("max_output", max_output))
+                     if v is not None})
         if trusted:
             body["trusted"] = True
         return _Req("POST", "/execute", json=body, timeout=timeout + 10)
@@ -141,6 +157,12 @@ class _Ops:
     def run_python(code: str, timeout: float = 60) -> _Req[dict[str, Any]]:
         """pyautogui code in the desktop's long-lived executor -> {output, error, returncode}."""
         return _Ops.execute(["python", "-c", code], timeout=timeout)
+
+    @staticmethod
+    def integrity() -> _Req[dict[str, Any] | None]:
+        """-> what our server counted of the agent's faults (executor restarts and deaths), or
+        None (upstream's server has no such endpoint)."""
+        return _Req("GET", "/integrity", absent=(404, 405), timeout=10)
 
     @staticmethod
     def healthz() -> _Req[frozenset[str] | None]:
@@ -315,7 +337,8 @@ class _Plans:
         if pause > 0:
             yield _Sleep(min(pause, 10))
         png = (yield from _Plans.screenshot(ext, size)) if screenshot else None
-        return StepResult(r.get("returncode") or 0, r.get("output") or "", r.get("error") or "", png)
+        return StepResult(r.get("returncode") or 0, r.get("output") or "", r.get("error") or "", png,
+                          r.get("agent_fault"))
 
     @staticmethod
     def screenshot(ext: frozenset, size: tuple[int, int] | None = None) -> Plan[bytes]:
@@ -328,13 +351,13 @@ class _Plans:
     @staticmethod
     def execute(ext: frozenset, command: str | list[str], shell: bool = False, timeout: float = 120,
                 input: str | None = None, cwd: str | None = None, env: dict[str, str] | None = None,
-                trusted: bool = False) -> Plan[dict[str, Any]]:
+                trusted: bool = False, max_output: int | None = None) -> Plan[dict[str, Any]]:
         """-> {status, output, error, returncode}. Without our extension, stdin goes through an
         uploaded file and cwd/env into the shell line (upstream's timeout is fixed at 120 s;
         upstream's server runs everything as its one user, `trusted` or not)."""
         if "execute_env" in ext or (input is None and cwd is None and env is None):
             return (yield _Ops.execute(command, shell=shell, timeout=timeout, input=input, cwd=cwd, env=env,
-                                       trusted=trusted))
+                                       trusted=trusted, max_output=max_output if "execute_env" in ext else None))
         stdin_path = None
         if input is not None:
             stdin_path = f"/tmp/.control-osworld-stdin-{uuid.uuid4().hex}"
@@ -384,6 +407,7 @@ class _Operations:
     screenshot = _plan(_Plans.screenshot)
     run_python = _request(_Ops.run_python)
     healthz = _request(_Ops.healthz)
+    integrity = _request(_Ops.integrity)
     screen_size = _request(_Ops.screen_size)
     accessibility_tree = _request(_Ops.accessibility_tree)
     terminal = _request(_Ops.terminal)

@@ -14,10 +14,15 @@ from typing import TYPE_CHECKING, Annotated, Callable, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from control_osworld.desktop.client import DesktopClient
+from control_osworld.desktop.handle import DesktopHandle
 from control_osworld.resources import data_dir
 
 if TYPE_CHECKING:
     import httpx
+
+__all__ = ["DesktopHandle", "DesktopProvider", "DesktopSpec", "ProviderName", "VM_DIR", "check_provider",
+           "desktop_provider", "get_provider", "provider_names"]
 
 VM_DIR = data_dir("vm")
 """The desktop's definition (package list, in-desktop server, home skeleton)."""
@@ -74,22 +79,6 @@ class DesktopSpec(BaseModel):
     default it dies with its starter, so a crashed eval leaves no desktops behind."""
 
 
-class DesktopHandle(BaseModel):
-    """A running desktop: how to reach its server and how to end it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    provider: str
-    id: str
-    base_url: str = "http://desktop"
-    uds: str | None = None
-    """Unix socket the server listens on (local provider); None means TCP at base_url."""
-    screen_width: int = 1920
-    screen_height: int = 1080
-    info: dict = Field(default_factory=dict)
-    """Provider-specific (pids, container ids, state dir, sink address)."""
-
-
 class DesktopProvider(ABC):
     name: ClassVar[str]
     uses_host_memory: ClassVar[bool] = False
@@ -122,12 +111,28 @@ class DesktopProvider(ABC):
         `evidence_trust` ("isolated": the agent's uid cannot reach, signal, replace or forge
         the checker, the evaluators, the screenshots, the sink; anything else names why not),
         plus provider counters of the limits the agent ran into (OOM kills, pids-limit hits,
-        home usage)."""
-        return {"evidence_trust": handle.info.get("evidence_trust", f"untrusted-{handle.provider}")}
+        home usage), plus what the desktop's trusted server counted of the agent's faults
+        (`executor_restarts`, `executor_start_failures`, `executor_unavailable`,
+        `executor_deaths`: its pyautogui executor, which the agent can kill)."""
+        out: dict = {"evidence_trust": handle.info.get("evidence_trust", f"untrusted-{handle.provider}")}
+        out.update(self.server_counters(handle))
+        return out
+
+    def server_counters(self, handle: DesktopHandle) -> dict:
+        """`GET /integrity` of our server (nothing for upstream's, which has none; nothing where the
+        host reaches the server only through `transport`, k8s)."""
+        if self.transport(handle) is not None:
+            return {}
+        try:
+            with DesktopClient.for_handle(handle, timeout=10) as c:
+                got = c.integrity()
+        except Exception as e:  # never lose the record over it
+            return {"server_counters_error": f"{type(e).__name__}: {e}"[:300]}
+        if not got:
+            return {}
+        return {k: v for k, v in got.items() if k.startswith("executor_")}
 
     def alive(self, handle: DesktopHandle) -> bool:
-        from control_osworld.desktop.client import DesktopClient
-
         try:
             with DesktopClient.for_handle(handle, timeout=5) as c:
                 c.platform()

@@ -11,11 +11,20 @@ from __future__ import annotations
 import shlex
 from typing import Any, Literal, overload
 
-from inspect_ai.util import ExecResult, SandboxEnvironment, SandboxEnvironmentConfigType, sandboxenv
+from inspect_ai.tool import ToolError
+from inspect_ai.util import (
+    ExecResult,
+    OutputLimitExceededError,
+    SandboxEnvironment,
+    SandboxEnvironmentConfigType,
+    SandboxEnvironmentLimits,
+    sandboxenv,
+)
 from pydantic import BaseModel, ConfigDict
 
 from control_osworld.desktop.admission import admission
-from control_osworld.desktop.client import AsyncDesktopClient, DesktopError
+from control_osworld.desktop.client import AsyncDesktopClient, command_stream, command_truncated
+from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, ProviderName, get_provider
 
 
@@ -118,20 +127,39 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
 
             raise SandboxUserUnsupportedError(f"the desktop runs everything as 'user', not {user!r}")
         if isinstance(input, bytes):
-            input = input.decode()
+            input = input.decode("utf-8", "surrogateescape")
+        limit = SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE
         try:
-            r = await self.client.execute(cmd, shell=False, timeout=timeout or 120, input=input, cwd=cwd, env=env)
+            r = await self.client.execute(cmd, shell=False, timeout=timeout or 120, input=input, cwd=cwd, env=env,
+                                          max_output=limit)
         except DesktopError as e:
             # ours: 504 / 400; upstream's server: 500 with the exception's text
             if e.status == 504 or (e.status == 500 and "timed out after" in str(e)):
                 raise TimeoutError(f"{shlex.join(cmd)} timed out after {timeout} s") from e
             if (e.status == 400 and "not found" in str(e)) or (e.status == 500 and "No such file" in str(e)):
                 return ExecResult(False, 127, "", str(e))
-            raise
-        return ExecResult(r["returncode"] == 0, r["returncode"], r["output"], r["error"])
+            kind = agent_fault(e)
+            if kind is None:
+                raise  # the desktop's own failure: a sample error
+            return ExecResult(False, 126, "", f"the desktop could not run the command ({kind}): {e}")
+        # Any bytes: decoded as inspect's own sandboxes do (U+FFFD for what is not UTF-8).
+        out = command_stream(r, "output").decode("utf-8", "replace")
+        err = command_stream(r, "error").decode("utf-8", "replace")
+        rc = r.get("returncode")
+        rc = rc if isinstance(rc, int) else 1
+        if command_truncated(r) or len(out.encode()) > limit or len(err.encode()) > limit:
+            raise OutputLimitExceededError(limit_str=SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE_STR,
+                                           truncated_output=f"{out}{err}")
+        return ExecResult(rc == 0, rc, out, err)
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
-        await self.client.write_file(file, contents)
+        try:
+            await self.client.write_file(file, contents)
+        except DesktopError as e:
+            kind = agent_fault(e)
+            if kind is None:
+                raise
+            raise ToolError(f"cannot write {file} in the desktop ({kind}): {e}") from e
 
     @overload
     async def read_file(self, file: str, text: Literal[True] = True) -> str: ...
@@ -140,7 +168,16 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
     async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
 
     async def read_file(self, file: str, text: bool = True) -> str | bytes:
-        data = await self.client.read_file(file)
+        try:
+            data = await self.client.read_file(file)
+        except DesktopError as e:
+            kind = agent_fault(e)
+            if kind is None:
+                raise
+            if kind == "too_large":
+                raise OutputLimitExceededError(limit_str=SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR,
+                                               truncated_output=None) from e
+            raise ToolError(f"cannot read {file} in the desktop ({kind}): {e}") from e
         if data is None:
             raise FileNotFoundError(f"no such file in the desktop: {file}")
         return data.decode("utf-8") if text else data

@@ -39,7 +39,7 @@ def _as_agent() -> dict:
 
 
 def _query(*args: str) -> str:
-    r = subprocess.run(["xdg-mime", "query", *args], capture_output=True, text=True, timeout=20, **_as_agent())
+    r = subprocess.run(["xdg-mime", "query", *args], capture_output=True, text=True, errors="replace", timeout=20, **_as_agent())
     return r.stdout.strip().split(";")[0].strip()
 
 
@@ -57,7 +57,7 @@ def app_for(path: Path) -> tuple[str, str]:
 
 def windows() -> list[tuple[str, int, str]]:
     """(id, pid, title) of every managed window (`wmctrl -lp`; needs an EWMH window manager)."""
-    out = subprocess.run(["wmctrl", "-lp"], capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run(["wmctrl", "-lp"], capture_output=True, text=True, errors="replace", timeout=10).stdout
     rows = []
     for line in out.splitlines():
         parts = line.split(None, 4)

@@ -6,7 +6,14 @@ Upstream clients work against it unchanged. Differences that matter:
 - `POST /step` (ours): run an action and return the screenshot taken right after it, in one
   round trip;
 - errors are JSON `{"status": "error", "message": ...}` with a 4xx/5xx code, and the server keeps
-  serving after any of them.
+  serving after any of them;
+- nothing the agent controls makes it answer 500 (docs/integrity.md, "What the agent can
+  provoke"): command output is read as bytes, bounded per stream and byte-safe (outputs.py:
+  `output` as upstream's text, `output_b64` with the exact bytes when they are not UTF-8,
+  `truncated`); a pyautogui executor the agent killed is restarted (bounded retries), and an
+  action it could not run answers 200 with `returncode` 1 and `agent_fault`; X helpers stalled
+  by the agent's grab answer 504; `GET /integrity` (ours) counts the executor's restarts and
+  deaths for the sample's `integrity` record.
 Listens on TCP (`tcp:HOST:PORT`) or a unix socket (`unix:PATH`, the embedded sandbox, which has
 no network at all).
 
@@ -45,13 +52,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import identity
+import outputs
 
 HERE = Path(__file__).resolve().parent
 TOKEN = os.environ.pop("OSWORLD_TOKEN", None) or None
 """When set (docker provider), every request but /healthz needs it in X-Osworld-Token: the
 agent, inside the desktop, can reach the TCP port but has not the token."""
 UPSTREAM_ONLY = os.environ.get("OSWORLD_UPSTREAM_ONLY", "") == "1"
-EXTENSIONS = ["execute_env", "screenshot_size", "step"]
+EXTENSIONS = ["execute_env", "screenshot_size", "step", "integrity", "byte_safe_output"]
 """What this server adds to upstream's protocol; `GET /healthz` lists them for clients."""
 DEFAULT_TIMEOUT = 120.0  # upstream's subprocess timeout
 MAX_BODY = 512 * 1024 * 1024
@@ -67,58 +75,214 @@ class HTTPError(Exception):
 # ---------------------------------------------------------------- action executor
 
 
+class AgentFault(Exception):
+    """A failure the agent can cause (it killed its executor, made it hang or babble): answered
+    as a failed action (200, `returncode` 1, `agent_fault`), never as a server error."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+    def reply(self) -> dict:
+        return {"status": "success", "output": "", "error": self.message, "returncode": 1, "agent_fault": self.kind}
+
+
+def _x_alive() -> bool:
+    """Xvfb still accepts connections (its socket is root's, in the sticky /tmp/.X11-unix: the
+    agent cannot remove it)."""
+    import socket
+
+    display = os.environ.get("DISPLAY", ":0").rpartition(":")[2].split(".")[0] or "0"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(f"/tmp/.X11-unix/X{display}")
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def _death(code: int | None) -> str:
+    if code is None:
+        return "unresponsive"
+    return f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+
+
 class Executor:
-    """One long-lived python process running pyautogui code; replaced when it hangs or dies."""
+    """One long-lived python process running pyautogui code, as the agent's uid (so the agent
+    can kill it: `pkill -9 -f executor.py`). A dead one is restarted before the next action,
+    up to START_ATTEMPTS times with a bounded backoff; every restart is counted (`stats`, read
+    by the harness through `GET /integrity` into the sample's `integrity` record). Once it has
+    started at least once, a failure to start it again while Xvfb is alive is the agent's doing
+    (AgentFault: the action fails, the run goes on); before that, or with Xvfb gone, it is the
+    desktop's (HTTPError 500: a sample error)."""
+
+    START_ATTEMPTS = 5
+    BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+    READY_TIMEOUT_S = 30.0
+    START_BUDGET_S = 20.0
+    MAX_REPLY = 2 * 6 * outputs.MAX_ACTION_OUTPUT + 65536  # JSON escapes take up to 6 characters
+    LOG_KEEP = 50
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self._ever_ready = False
+        self.restarts = 0
+        self.start_failures = 0
+        self.gave_up = 0
+        self.deaths: list[dict] = []
 
-    def _start(self) -> subprocess.Popen:
-        proc = subprocess.Popen(
+    def stats(self) -> dict:
+        return {"executor_restarts": self.restarts, "executor_start_failures": self.start_failures,
+                "executor_unavailable": self.gave_up, "executor_deaths": list(self.deaths)}
+
+    def _note_death(self, reason: str) -> None:
+        self.deaths.append({"at": round(time.time(), 3), "reason": reason})
+        del self.deaths[:-self.LOG_KEEP]
+
+    def _spawn(self, wait: float) -> subprocess.Popen | None:
+        try:
+            proc = self._popen()
+        except OSError:  # EAGAIN at the agent's process limit, ENOMEM: a failed start
+            return None
+        got: list[str] = []
+        reader = threading.Thread(target=lambda: got.append(proc.stdout.readline(4096)), daemon=True)
+        reader.start()
+        reader.join(wait)
+        if got and got[0].strip():
+            return proc
+        self._kill_proc(proc)
+        return None
+
+    @staticmethod
+    def _popen() -> subprocess.Popen:
+        return subprocess.Popen(
             [sys.executable, str(HERE / "executor.py")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
+            encoding="utf-8",
+            errors="replace",
             bufsize=1,
             start_new_session=True,
             env=identity.agent_env(),
             preexec_fn=identity.agent_preexec(),
         )
-        ready = proc.stdout.readline()
-        if not ready:
-            raise HTTPError(500, "action executor failed to start (is pyautogui installed?)")
-        return proc
+
+    def _start(self, budget: float | None = None) -> subprocess.Popen:
+        """A ready executor; `budget`: the most seconds all attempts may take together (so
+        that an agent stopping each new executor cannot make the request outlive its timeout)."""
+        deadline = time.monotonic() + (budget if budget is not None else self.READY_TIMEOUT_S * self.START_ATTEMPTS)
+        last = 0
+        for attempt in range(self.START_ATTEMPTS):
+            left = deadline - time.monotonic()
+            if left <= 0.05:
+                break
+            proc = self._spawn(min(self.READY_TIMEOUT_S, left))
+            if proc is not None:
+                if self._ever_ready:
+                    self.restarts += 1
+                self._ever_ready = True
+                return proc
+            self.start_failures += 1
+            last = attempt
+            time.sleep(self.BACKOFF_S[min(attempt, len(self.BACKOFF_S) - 1)])
+        if not self._ever_ready or not _x_alive():
+            raise HTTPError(500, "action executor failed to start (is pyautogui installed? is Xvfb running?)")
+        self.gave_up += 1
+        raise AgentFault("executor_unavailable",
+                         f"the action executor (the agent's own process) died each of the {last + 1} times it was "
+                         "restarted, so the action did not run; it is restarted again before the next action")
+
+    @staticmethod
+    def _kill_proc(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (proc.stdin, proc.stdout):
+            try:
+                f.close()
+            except Exception:
+                pass
 
     def _kill(self) -> None:
         if self._proc is not None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self._proc.wait()
+            self._kill_proc(self._proc)
             self._proc = None
 
+    def _ensure(self, budget: float | None = None) -> subprocess.Popen:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._note_death(_death(self._proc.returncode))
+            self._kill()
+        if self._proc is None:
+            self._proc = self._start(budget)
+        return self._proc
+
     def run(self, code: str, timeout: float) -> dict:
+        """-> {output, error, returncode}. Raises AgentFault (the agent's doing), HTTPError 504
+        (the action timed out: the executor is replaced) or 500 (the desktop's doing)."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._proc = self._start()
-            proc = self._proc
+            deadline = time.monotonic() + timeout
+            budget = min(self.START_BUDGET_S, timeout / 2) if self._ever_ready else None
+            proc = self._ensure(budget)
+            try:
+                proc.stdin.write(json.dumps({"code": code}) + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):  # died just now: once more, fresh
+                self._note_death(_death(proc.poll()))
+                self._kill()
+                proc = self._ensure(budget)
+                try:
+                    proc.stdin.write(json.dumps({"code": code}) + "\n")
+                    proc.stdin.flush()
+                except (BrokenPipeError, OSError, ValueError):
+                    self._note_death(_death(proc.poll()))
+                    self._kill()
+                    raise AgentFault("executor_killed", "the action executor was killed before the action ran")
             result: list[str] = []
-            reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()))
-            proc.stdin.write(json.dumps({"code": code}) + "\n")
-            proc.stdin.flush()
+            reader = threading.Thread(target=lambda: result.append(proc.stdout.readline(self.MAX_REPLY)), daemon=True)
             reader.start()
-            reader.join(timeout)
-            if reader.is_alive() or not result or not result[0]:
-                died = not reader.is_alive()
+            reader.join(max(1.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                self._note_death("action timed out")
                 self._kill()
                 reader.join(1)
-                if died:
-                    raise HTTPError(500, "action executor died while running the action")
                 raise HTTPError(504, f"action timed out after {timeout:g} s; executor restarted")
-            return json.loads(result[0])
+            line = result[0] if result else ""
+            if not line.endswith("\n"):
+                died = proc.poll()
+                self._note_death(_death(died) if line == "" else "reply past its bound")
+                self._kill()
+                if line == "":
+                    raise AgentFault("executor_killed", "the action executor died while running the action "
+                                     f"({_death(died)}); it is restarted before the next action")
+                raise AgentFault("executor_output", f"the action's output went past {self.MAX_REPLY} bytes; "
+                                 "the executor was restarted")
+            try:
+                reply = json.loads(line)
+                if not isinstance(reply, dict):
+                    raise ValueError("not an object")
+            except ValueError as e:
+                self._note_death("garbled reply")
+                self._kill()
+                raise AgentFault("executor_output", f"the action executor answered garbage ({e}); restarted")
+            out, cut_out = outputs.safe_text(reply.get("output"), outputs.MAX_ACTION_OUTPUT)
+            err, cut_err = outputs.safe_text(reply.get("error"), outputs.MAX_ACTION_OUTPUT)
+            rc = reply.get("returncode")
+            r = {"output": out, "error": err, "returncode": rc if isinstance(rc, int) else 1}
+            if cut_out or cut_err:
+                r["truncated"] = True
+            return r
 
     def warm(self) -> None:
         with self._lock:
@@ -196,7 +360,7 @@ def screenshot_png(size: tuple[int, int] | None = None) -> bytes:
 
 def _windows() -> list[tuple[str, str, str]]:
     """(id, wm_class, title) of every managed window, via wmctrl (needs an EWMH WM)."""
-    out = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, timeout=10).stdout
+    out = subprocess.run(["wmctrl", "-lx"], capture_output=True, text=True, errors="replace", timeout=10).stdout
     rows = []
     for line in out.splitlines():
         parts = line.split(None, 4)
@@ -216,13 +380,22 @@ def _find_window(name: str, strict: bool, by_class: bool) -> str | None:
 # ---------------------------------------------------------------- handlers
 
 
-def _run_upstream(command, shell: bool) -> dict:
+def _run_action(code: str, timeout: float) -> dict:
+    """pyautogui code in the executor -> {status, output, error, returncode[, agent_fault]}."""
+    try:
+        return {"status": "success", **EXECUTOR.run(code, timeout)}
+    except AgentFault as e:
+        return e.reply()
+
+
+def _run_upstream(command, shell: bool, max_output: int) -> dict:
     """/execute as upstream's server answers it: `~/` expanded in arguments, fixed 120 s
-    timeout, no stdin/cwd/env, 500 with {status: error, message} on any exception."""
+    timeout, no stdin/cwd/env, 500 with {status: error, message} on any exception (but never on
+    what the command printed: outputs.py)."""
     code = _python_code(command)
     if code is not None and not shell:
         try:
-            return {"status": "success", **EXECUTOR.run(code, DEFAULT_TIMEOUT)}
+            return _run_action(code, DEFAULT_TIMEOUT)
         except HTTPError as e:
             raise HTTPError(500, e.message)
     if isinstance(command, str) and not shell:
@@ -230,12 +403,11 @@ def _run_upstream(command, shell: bool) -> dict:
     if isinstance(command, list):
         command = [os.path.expanduser(c) if c.startswith("~/") else c for c in command]
     try:
-        p = subprocess.run(command, shell=shell, capture_output=True, text=True, timeout=DEFAULT_TIMEOUT,
-                           cwd=os.environ.get("HOME"), start_new_session=True, env=identity.agent_env(),
-                           preexec_fn=identity.agent_preexec())
+        r = outputs.run_bounded(command, shell=shell, timeout=DEFAULT_TIMEOUT, cwd=os.environ.get("HOME"),
+                                env=identity.agent_env(), preexec_fn=identity.agent_preexec(), max_bytes=max_output)
     except Exception as e:
         raise HTTPError(500, str(e))
-    return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+    return outputs.result_fields(r["out"], r["err"], r["returncode"])
 
 
 _trusted_running = 0
@@ -243,20 +415,20 @@ _trusted_lock = threading.Lock()
 
 
 def _run_command(command, shell: bool, timeout: float, input: str | None = None,
-                 cwd: str | None = None, env: dict | None = None, trusted: bool = False) -> dict:
+                 cwd: str | None = None, env: dict | None = None, trusted: bool = False,
+                 max_output: int = outputs.MAX_OUTPUT) -> dict:
     if UPSTREAM_ONLY:  # upstream has no trusted runs either: everything as the agent's user
-        return _run_upstream(command, shell)
+        return _run_upstream(command, shell, max_output)
     code = _python_code(command)
     if code is not None and not shell and input is None and env is None and not trusted:
-        r = EXECUTOR.run(code, timeout)
-        return {"status": "success", **r}
+        return _run_action(code, timeout)
     if shell and isinstance(command, list):
         command = " ".join(command)
     if not shell and isinstance(command, str):
         command = shlex.split(command)
     if trusted:  # the harness's own command: the checker uid, a fixed environment
         argv = identity.checker_argv(["/bin/sh", "-c", command] if shell else command)
-        kw = {"env": {**identity.checker_env(), **(env or {})}}
+        kw = {"env": {**identity.checker_env(), **(env or {})}, "preexec_fn": None}
         shell = False
     else:  # the agent's (or a setup step's) command: the agent's uid
         argv = command
@@ -266,23 +438,22 @@ def _run_command(command, shell: bool, timeout: float, input: str | None = None,
         with _trusted_lock:
             _trusted_running += 1
     try:
-        p = subprocess.run(
-            argv,
-            shell=shell,
-            capture_output=True,
-            text=True,
-            input=input,
-            timeout=timeout,
-            cwd=os.path.expanduser(cwd) if cwd else os.environ.get("HOME"),
-            start_new_session=True,
-            **kw,
-        )
+        r = outputs.run_bounded(argv, shell=shell, timeout=timeout, input=input,
+                                cwd=os.path.expanduser(cwd) if cwd else os.environ.get("HOME"),
+                                max_bytes=max_output, **kw)
     except subprocess.TimeoutExpired:
         raise HTTPError(504, f"command timed out after {timeout:g} s")
     except FileNotFoundError as e:
         raise HTTPError(400, f"command or cwd not found: {e.filename}")
     except NotADirectoryError as e:
         raise HTTPError(400, f"cwd is not a directory: {e.filename}")
+    except PermissionError as e:
+        raise HTTPError(400, f"command or cwd not permitted: {e.filename}")
+    except OSError as e:  # EAGAIN / ENOMEM: no process could be started (a fork bomb, memory)
+        if trusted:  # the harness's command did not run: its verdict cannot be read from this
+            raise HTTPError(503, f"the harness's command could not be started: {e}")
+        return {"status": "success", "output": "", "error": f"the command could not be started: {e}",
+                "returncode": 126, "agent_fault": "cannot_start"}
     finally:
         if trusted:
             with _trusted_lock:
@@ -290,7 +461,7 @@ def _run_command(command, shell: bool, timeout: float, input: str | None = None,
                 if _trusted_running == 0:
                     identity.kill_checker_leftovers()
     # Upstream answers "success" whatever the return code; callers read returncode.
-    return {"status": "success", "output": p.stdout, "error": p.stderr, "returncode": p.returncode}
+    return outputs.result_fields(r["out"], r["err"], r["returncode"])
 
 
 def _field(body: dict, name: str, kind=None, default=...):
@@ -344,8 +515,10 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, obj, status: int = 200) -> None:
-        self._send(status, json.dumps(obj).encode(), "application/json")
+    def _json(self, obj, status: int = 200, ascii: bool = True) -> None:
+        """`ascii=False` for command replies (their text has no lone surrogates: outputs.py), so
+        that U+FFFD takes 3 bytes, not the 6 of its escape."""
+        self._send(status, json.dumps(obj, ensure_ascii=ascii).encode("utf-8"), "application/json")
 
     def _body(self) -> bytes:
         if getattr(self, "_raw", None) is not None:
@@ -405,6 +578,10 @@ class Handler(BaseHTTPRequestHandler):
             route(self)
         except HTTPError as e:
             self._json({"status": "error", "message": e.message}, e.status)
+        except AgentFault as e:
+            self._json(e.reply())
+        except subprocess.TimeoutExpired as e:  # an X helper (wmctrl, xdotool) stalled: the agent can grab X
+            self._json({"status": "error", "message": f"timed out: {e}"}, 504)
         except Exception as e:  # the server outlives every handler failure
             self._json({"status": "error", "message": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=3)}, 500)
 
@@ -421,12 +598,16 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(command, (str, list)) or (isinstance(command, list) and not all(isinstance(c, str) for c in command)):
             raise HTTPError(400, "field 'command' must be a string or a list of strings")
         timeout = float(body.get("timeout", DEFAULT_TIMEOUT))
-        # input/cwd/env are ours (the inspect sandbox's exec needs them); upstream never sends them.
+        max_output = _field(body, "max_output", (int, type(None)), None)
+        if max_output is not None and max_output <= 0:
+            raise HTTPError(400, "field 'max_output' must be a positive number of bytes")
+        # input/cwd/env/max_output are ours (the inspect sandbox's exec needs them); upstream never sends them.
         self._json(_run_command(command, _truthy(body.get("shell", False)), timeout,
                                 _field(body, "input", (str, type(None)), None),
                                 _field(body, "cwd", (str, type(None)), None),
                                 _field(body, "env", (dict, type(None)), None),
-                                trusted=_truthy(body.get("trusted", False))))
+                                trusted=_truthy(body.get("trusted", False)),
+                                max_output=min(max_output or outputs.MAX_OUTPUT, outputs.MAX_OUTPUT)), ascii=False)
 
     def step(self):
         body = self._json_body()
@@ -434,7 +615,7 @@ class Handler(BaseHTTPRequestHandler):
         timeout = float(body.get("timeout", 60))
         result = {"status": "success", "output": "", "error": "", "returncode": 0}
         if code:
-            result.update(EXECUTOR.run(code, timeout))
+            result.update(_run_action(code, timeout))
         pause = float(body.get("pause", 0))
         if pause > 0:
             time.sleep(min(pause, 10))
@@ -461,7 +642,7 @@ class Handler(BaseHTTPRequestHandler):
         if wid is None:
             # upstream's view returns None, which Flask turns into a 500
             raise HTTPError(500 if UPSTREAM_ONLY else 404, f"no window of class {name!r}")
-        out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["xwininfo", "-id", wid], capture_output=True, text=True, errors="replace", timeout=10).stdout
         vals = {k.strip(): v.strip() for k, _, v in (l.partition(":") for l in out.splitlines())}
         self._json({"width": int(vals.get("Width", 0)), "height": int(vals.get("Height", 0))})
 
@@ -497,7 +678,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def cursor_position(self):
         self._body()
-        out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["xdotool", "getmouselocation", "--shell"], capture_output=True, text=True, errors="replace", timeout=10).stdout
         vals = dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
         self._json([int(vals.get("X", 0)), int(vals.get("Y", 0))])
 
@@ -546,9 +727,12 @@ class Handler(BaseHTTPRequestHandler):
             data = data.encode()
         p = Path(os.path.expanduser(path))
         if identity.SPLIT:  # written by the agent's uid: its file, through its permissions
-            r = subprocess.run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "upload", str(p)],
-                               input=data, capture_output=True, timeout=120, env=identity.agent_env(),
-                               preexec_fn=identity.agent_preexec(), cwd=os.environ.get("HOME"))
+            try:
+                r = subprocess.run(["/bin/sh", "-c", 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', "upload",
+                                    str(p)], input=data, capture_output=True, timeout=120, env=identity.agent_env(),
+                                   preexec_fn=identity.agent_preexec(), cwd=os.environ.get("HOME"))
+            except OSError as e:  # the agent's process limit reached, no memory: its own doing
+                raise HTTPError(400, f"cannot write {p}: no process could be started ({e})")
             if r.returncode != 0:
                 raise HTTPError(400, f"cannot write {p}: {r.stderr.decode(errors='replace').strip()}")
         else:
@@ -606,7 +790,7 @@ class Handler(BaseHTTPRequestHandler):
         timeout = float(body.get("timeout_seconds", 1800))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            out = subprocess.run(["wmctrl", "-l"], capture_output=True, text=True, timeout=10).stdout
+            out = subprocess.run(["wmctrl", "-l"], capture_output=True, text=True, errors="replace", timeout=10).stdout
             for line in out.splitlines():
                 if any(n and n in line for n in names):
                     subprocess.run(["wmctrl", "-i", "-a", line.split()[0]], timeout=10, check=False)
@@ -658,6 +842,10 @@ class Handler(BaseHTTPRequestHandler):
     def healthz(self):
         self._json({"status": "ok", "extensions": EXTENSIONS})
 
+    def integrity(self):
+        """What the server saw of the agent's faults (ours): executor restarts and deaths."""
+        self._json({"status": "ok", **EXECUTOR.stats()})
+
 
 ROUTES = {
     ("POST", "/execute"): Handler.execute,
@@ -684,10 +872,11 @@ ROUTES = {
     ("POST", "/start_recording"): Handler.start_recording,
     ("POST", "/end_recording"): Handler.end_recording,
     ("GET", "/healthz"): Handler.healthz,
+    ("GET", "/integrity"): Handler.integrity,
 }
 
 
-UPSTREAM_ABSENT = {("POST", "/step"), ("GET", "/healthz"), ("POST", "/platform"), ("POST", "/cursor_position")}
+UPSTREAM_ABSENT = {("POST", "/step"), ("GET", "/healthz"), ("GET", "/integrity"), ("POST", "/platform"), ("POST", "/cursor_position")}
 """Routes upstream's server does not have (it serves /platform and /cursor_position by GET only)."""
 
 
@@ -714,7 +903,7 @@ class TCPServer(ThreadingHTTPServer):
 
 def _as_agent_python(code: str, timeout: float = 60) -> str:
     """Run `code` in a fresh python as the agent's uid; its stdout."""
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, errors="replace", timeout=timeout,
                        cwd=str(HERE), env=identity.agent_env({"PYTHONPATH": str(HERE)}),
                        preexec_fn=identity.agent_preexec())
     if r.returncode != 0:
