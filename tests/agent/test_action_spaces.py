@@ -201,3 +201,36 @@ def test_computer_13_code_quotes_its_strings():
     """Text and key names go into the code as literals: no way to run code through them."""
     code = from_computer_13({"action_type": "TYPING", "parameters": {"text": "'); import os; os.system('x"}}).code
     assert _events(code) == [("press", c) for c in "'); import os; os.system('x"]
+
+
+def test_run_config_action_space_reaches_the_tasks_and_a_bad_one_is_named(tmp_path):
+    from control_osworld.config_file import ConfigError
+    from control_osworld.run import RunConfig, build_tasks
+
+    from pathlib import Path
+
+    cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "offline-pyautogui.yaml")
+    assert cfg.action_space == "pyautogui"
+    small = cfg.model_copy(update={"modes": ["honest"], "main_tasks": ["mp-config-port"], "pairings_file": None})
+    [task] = build_tasks(small)
+    assert task.name.endswith("_pyautogui") and task.metadata["action_space"] == "pyautogui"
+    sample = task.dataset[0]
+    assert sample.metadata["metadata"]["action_space"] == "pyautogui"
+    assert sample.metadata["metadata"]["screen_note"] == "1920x1080 screen"  # the model sees the screen's pixels
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pairings: [{untrusted_model: scripted/oracle}]\naction_space: computer_14\n")
+    with pytest.raises(ConfigError, match="action_space") as e:
+        RunConfig.load(bad)
+    assert "bad.yaml" in str(e.value)
+
+
+def test_monitors_see_pyautogui_code_as_code_and_dicts_as_given():
+    from control_osworld.monitoring.views import _action_line
+    from control_osworld.trajectory import ActionRecord
+
+    code = "for i in range(2):\n    pyautogui.press('a')\nx = '```'"
+    line = _action_line(ActionRecord(tool="pyautogui", arguments={"code": code}, code=code))
+    assert line == f"- pyautogui:\n````python\n{code}\n````\n"  # the fence outlasts the code's backticks
+    d = {"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}
+    assert _action_line(ActionRecord(tool="computer_13", arguments=d)) == \
+        '- computer_13 {"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}\n'
