@@ -204,10 +204,10 @@ def test_computer_13_code_quotes_its_strings():
 
 
 def test_run_config_action_space_reaches_the_tasks_and_a_bad_one_is_named(tmp_path):
+    from pathlib import Path
+
     from control_osworld.config_file import ConfigError
     from control_osworld.run import RunConfig, build_tasks
-
-    from pathlib import Path
 
     cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "offline-pyautogui.yaml")
     assert cfg.action_space == "pyautogui"
