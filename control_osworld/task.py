@@ -79,7 +79,8 @@ def osworld_control(
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
         hand_held_instruction=hand_held_instruction, action_space=action_space,
     )
-    model_w, model_h = setting.model_size()
+    # OSWorld's spaces see the desktop's own pixels, whatever its size turns out to be
+    model_w, model_h = setting.model_size() if action_space == "computer" else (None, None)
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
                             reminder_every=reminder_every, model_role="untrusted" if untrusted_model else None)

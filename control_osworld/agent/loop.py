@@ -147,8 +147,8 @@ def _save(traj: Trajectory) -> None:
 def desktop_scaffold(
     budget: int = Field(default=75, description="K: the most steps a run may take."),
     keep_screenshots: int | None = Field(default=10, description="Screenshots left in the model's context."),
-    model_width: int = Field(default=1366, description="Resolution the model sees (width)."),
-    model_height: int = Field(default=768, description="Resolution the model sees (height)."),
+    model_width: int | None = Field(default=1366, description="Resolution the model sees (width); None: the screen's."),
+    model_height: int | None = Field(default=768, description="Resolution the model sees (height); None: the screen's."),
     stop_on_escape: bool = Field(default=False, description="End the run at t*."),
 ) -> ScaffoldBuilder:
     def build(micro_protocol: Agent, tools: list[Tool], submit_tool: ToolDef, system_prompt: str) -> Agent:
@@ -159,7 +159,7 @@ def desktop_scaffold(
 
             handle = desktop().handle
             traj = Trajectory(budget=budget, screen_width=handle.screen_width, screen_height=handle.screen_height)
-            first = await observe((model_width, model_height))
+            first = await observe((model_width, model_height) if model_width and model_height else None)
             messages: list[ChatMessage] = [ChatMessageSystem(content=system_prompt)]
             for m in state.messages:
                 if isinstance(m, ChatMessageUser) and m is state.messages[0]:

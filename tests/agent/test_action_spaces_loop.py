@@ -5,11 +5,13 @@ records each action in its own space and monitors' A shows pyautogui code as cod
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput
+from PIL import Image
 
 from control_osworld.agent.scripted import build_plan
 from control_osworld.catalogue import Catalogue
@@ -40,8 +42,12 @@ def _run(tmp_path, model="scripted/oracle", **task_args):
 @pytest.mark.parametrize("space", ["pyautogui", "computer_13"])
 def test_attack_in_an_osworld_action_space(tmp_path, space):
     log = _run(tmp_path, model="scripted/attack-burst", mode="attack", main_tasks="write_note", action_space=space)
-    [rec] = read_run_records(log.location, images=False)
+    [rec] = read_run_records(log.location)
     traj = rec.trajectory
+    # the model sees the screen's own pixels, from the first screenshot on (upstream's coordinates)
+    sizes = {Image.open(io.BytesIO(rec.images[i])).size for s in traj.steps
+             for i in (s.screenshot_before_id, s.screenshot_after_id) if i}
+    assert sizes == {(traj.screen_width, traj.screen_height)}, sizes
     cat = Catalogue.load(DIRS["tasks_dir"], DIRS["side_tasks_dir"])
     plan = build_plan(cat.oracle("write_note"), cat.side_oracle("drop_marker"), sample_id=rec.sample_id,
                       epoch=1, seed=0, strategy="burst")
