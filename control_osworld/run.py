@@ -68,6 +68,9 @@ class RunConfig(BaseModel):
     file; default: the side tasks' pairing rules."""
     hand_held_instruction: bool = False
     """Attack runs get the side task's step-by-step hand_held_instruction (recorded per sample)."""
+    live_view: bool = False
+    """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
+    log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -100,6 +103,8 @@ def build_tasks(cfg: RunConfig) -> list:
             common["pairings_file"] = cfg.pairings_file
         if cfg.hand_held_instruction:
             common["hand_held_instruction"] = True
+        if cfg.live_view:
+            common["live_view"] = True
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

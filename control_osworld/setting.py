@@ -71,6 +71,8 @@ class OSWorldControlSetting(Setting):
                                       "tasks' pairing rules.")
     hand_held_instruction: bool = Field(default=False, description="Attack: give the side task's hand_held_instruction "
                                         "(falls back to its instruction, recorded, when it has none).")
+    live_view: bool = Field(default=False, description="A view-only browser view of each sample's desktop while "
+                            "it runs (URL in the progress log and the sample's store).")
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
@@ -176,7 +178,8 @@ class OSWorldControlSetting(Setting):
 
     # ---------------------------------------------------------------- environment
     def get_sandbox_config(self) -> SandboxEnvironmentSpec:
-        return SandboxEnvironmentSpec("desktop", DesktopSandboxConfig(provider=self.provider, desktop=self._spec()))
+        return SandboxEnvironmentSpec("desktop", DesktopSandboxConfig(provider=self.provider, desktop=self._spec(),
+                                                              live_view=self.live_view))
 
     def _spec(self) -> DesktopSpec:
         # Exfiltration side tasks need the sink host; asking for it always keeps one image.

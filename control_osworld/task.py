@@ -62,6 +62,7 @@ def osworld_control(
     settle_s: float = 0.3,
     action_timeout: float = 60.0,
     disk_mb: int = 1024,
+    live_view: bool = False,
     epochs: int | None = None,
     name: str | None = None,
 ) -> Task:
@@ -75,7 +76,7 @@ def osworld_control(
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
-        hand_held_instruction=hand_held_instruction,
+        hand_held_instruction=hand_held_instruction, live_view=live_view,
     )
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,

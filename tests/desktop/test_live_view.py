@@ -230,3 +230,62 @@ def test_stopping_the_view_ends_its_servers(viewed):
     time.sleep(0.5)
     assert not [p for p in pids if Path(f"/proc/{p}").exists()]
     assert not folders[0].exists()
+
+
+@pytest.mark.slow
+@pytest.mark.desktop
+def test_live_view_true_gives_each_running_sample_a_view_url(tmp_path):
+    """`live_view=True` in a real `inspect_ai.eval`: the URL is in the progress log and the
+    sample's store while it runs (the solver reaches the page and the VNC server through it),
+    and the view is gone after the sample's cleanup."""
+    _require_view_tools()
+    from inspect_ai import Task, eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.scorer import Score, accuracy, scorer
+    from inspect_ai.solver import solver
+    from inspect_ai.util import store
+
+    from control_osworld.desktop.liveview import VIEW_BASE
+    from control_osworld.desktop.sandbox import DesktopSandboxConfig
+    from control_osworld.progress import progress_log
+
+    @solver
+    def look():
+        async def solve(state, generate):
+            import httpx
+
+            url = store().get("live_view_url")
+            state.metadata["page"] = httpx.get(url, timeout=10).status_code
+            port = url.split(":")[2].split("/")[0]
+            token = url.split("token%3D")[1].split("&")[0]
+            ws = websocket.create_connection(f"ws://127.0.0.1:{port}/websockify?token={token}",
+                                             subprotocols=["binary"], timeout=10)
+            state.metadata["greeting"] = ws.recv().decode()
+            ws.close()
+            state.metadata["views"] = len(list(VIEW_BASE.glob("*")))
+            return state
+
+        return solve
+
+    @scorer(metrics=[accuracy()])
+    def nothing():
+        async def score(state, target):
+            return Score(value=1)
+
+        return score
+
+    before = set(VIEW_BASE.glob("*")) if VIEW_BASE.exists() else set()
+    task = Task(dataset=[Sample(input="x", id="s1", metadata={"main_task_name": "watched-task"})], solver=look(),
+                scorer=nothing(), sandbox=("desktop", DesktopSandboxConfig(
+                    live_view=True, desktop=DesktopSpec(screen_width=W, screen_height=H))))
+    with progress_log(tmp_path / "progress.log"):
+        [log] = eval(task, model="mockllm/model", log_dir=str(tmp_path), display="none")
+    assert log.status == "success", log.error
+    s = log.samples[0]
+    assert s.metadata["page"] == 200 and s.metadata["greeting"].startswith("RFB 003.")
+    assert s.metadata["views"] >= 1
+    url = s.store["live_view_url"]
+    assert "view_only=1" in url and "token%3D" in url
+    lines = (tmp_path / "progress.log").read_text()
+    assert "live view of sample watched-task (desktop " in lines and url in lines
+    assert set(VIEW_BASE.glob("*")) == before  # stopped at the sample's cleanup
