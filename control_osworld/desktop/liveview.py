@@ -5,8 +5,8 @@ Two host processes, both outside the desktop's namespaces (docs/integrity.md, "L
 - `x11vnc -rawfb map:FILE@WxHx32:R/G/B+OFFSET`: reads Xvfb's `-fbdir` framebuffer file, the
   same file the server's screenshots read, memory-mapped through `/proc/<pid>/root` of the
   desktop's pid 1. No X connection at all, so no X client, no grab, nothing the agent can list
-  or notice. It listens on a unix socket named by the view's random token, in a 0700 folder of
-  the host; no TCP port. View-only (`-viewonly`; a raw framebuffer has no input path anyway).
+  or notice. It listens on a unix socket in a 0700 folder of the host, no TCP port; a link to it
+  named by the view's random token is what websockify looks up (the token is in no argv). View-only (`-viewonly`; a raw framebuffer has no input path anyway).
 - `websockify` (Debian's, with its `UnixDomainSocketDirectory` token plugin): serves noVNC's
   page on 127.0.0.1:PORT of the host and forwards a websocket to the socket whose name is the
   URL's token; a missing or wrong token finds no socket and the connection is refused.
@@ -156,7 +156,9 @@ def start_view(handle: DesktopHandle, port: int | None = None, control: bool = F
     folder = Path(tempfile.mkdtemp(prefix=f"{handle.id}-", dir=VIEW_BASE))  # 0700
     socks = folder / "sockets"
     socks.mkdir(mode=0o700)
-    sock = socks / token
+    sock = folder / "vnc.sock"
+    # websockify finds the socket by the token's name: a link, so the token is in no process's argv
+    (socks / token).symlink_to(sock)
     port = port or free_port()
     view = LiveView(url=view_url(port, token), token=token, port=port, folder=folder)
     try:

@@ -225,6 +225,9 @@ def test_stopping_the_view_ends_its_servers(viewed):
     assert len(folders) == 1 and (folders[0] / "sockets").stat().st_mode & 0o077 == 0
     pids = subprocess.run(["pgrep", "-P", str(cli.pid)], capture_output=True, text=True).stdout.split()
     assert len(pids) == 2
+    token = url.split("token%3D")[1].split("&")[0]
+    for p in pids:  # other users of the host see argv: the token is not in it
+        assert token not in Path(f"/proc/{p}/cmdline").read_text(errors="replace")
     cli.terminate()
     cli.wait(15)
     time.sleep(0.5)
@@ -289,3 +292,43 @@ def test_live_view_true_gives_each_running_sample_a_view_url(tmp_path):
     lines = (tmp_path / "progress.log").read_text()
     assert "live view of sample watched-task (desktop " in lines and url in lines
     assert set(VIEW_BASE.glob("*")) == before  # stopped at the sample's cleanup
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_docker_desktop_is_viewed_from_the_host(tmp_path):
+    """Docker: the host reads the container's framebuffer file through /proc/<its pid>/root; the
+    page is on the host's 127.0.0.1 only (nothing published), which the container cannot reach."""
+    _require_view_tools()
+    import docker
+
+    from control_osworld.desktop.docker import IMAGE_REPO, vm_hash
+
+    try:
+        engine = docker.from_env()
+        engine.images.get(f"{IMAGE_REPO}:{vm_hash()}")
+    except Exception as e:
+        require(False, f"no Docker engine or no desktop image for the current vm/ (bash vm/build-image.sh): {e}")
+    provider = get_provider("docker")
+    handle = provider.start(DesktopSpec(screen_width=W, screen_height=H))
+    view = None
+    try:
+        with DesktopClient.for_handle(handle) as c:
+            _shell(c, "xsetroot -solid '#c03030'")
+            clients = _shell(c, "xlsclients -a | wc -l")
+            view = start_view(handle)
+            b = _open(view.url)
+            try:
+                img = _canvas(b, want=lambda im: im.getpixel((W // 2, H // 2))[0] > 170)
+                shot = Image.open(io.BytesIO(c.screenshot())).convert("RGB")
+                assert _mean_diff(img, shot) < 8
+            finally:
+                b.close()
+            assert _shell(c, "xlsclients -a | wc -l") == clients
+            assert c.execute(f"curl -s -m 3 http://127.0.0.1:{view.port}/vnc.html", shell=True)["returncode"] != 0
+            ports = engine.containers.get(handle.info["container"]).attrs["NetworkSettings"]["Ports"] or {}
+            assert not any(ports.values()), ports
+    finally:
+        if view is not None:
+            view.stop()
+        provider.stop(handle)
