@@ -332,3 +332,32 @@ def test_a_docker_desktop_is_viewed_from_the_host(tmp_path):
         if view is not None:
             view.stop()
         provider.stop(handle)
+
+
+WS_FROM_INSIDE = ("curl -s -o /tmp/ws.out -w '%{{http_code}}' -H 'Connection: Upgrade' -H 'Upgrade: websocket' "
+                  "-H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' "
+                  "-H 'Sec-WebSocket-Protocol: binary' --max-time 3 'http://127.0.0.1:{port}/websockify?token={token}';"
+                  " echo; cat /tmp/ws.out 2>/dev/null | head -c 40 | tr -dc 'A-Z0-9.'")
+
+
+@pytest.mark.slow
+@pytest.mark.desktop
+def test_a_host_network_desktop_reaches_the_port_but_not_the_screen():
+    """`network="host"`: the agent shares the host's loopback, so it reaches the page's port; the
+    screen needs the token (shown here: with it, the same command gets the VNC greeting)."""
+    _require_view_tools()
+    from control_osworld.desktop.liveview import free_port
+
+    provider = get_provider("local")
+    handle = provider.start(DesktopSpec(screen_width=W, screen_height=H, network="host", port=free_port()))
+    view = start_view(handle)
+    try:
+        with DesktopClient.for_handle(handle) as c:
+            assert _shell(c, f"curl -s -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{view.port}/vnc.html") == "200"
+            for bad in ("", "wrong", view.token[:-1]):
+                out = _shell(c, WS_FROM_INSIDE.format(port=view.port, token=bad))
+                assert not out.startswith("101") and "RFB" not in out, (bad, out)
+            assert "RFB003" in _shell(c, WS_FROM_INSIDE.format(port=view.port, token=view.token))
+    finally:
+        view.stop()
+        provider.stop(handle)
