@@ -116,6 +116,36 @@ def desktop_do(action: str, name: str, space: str, shot: Path | None) -> None:
         click.echo(json.dumps({"returncode": r.returncode, "output": r.output, "error": r.error}))
 
 
+@desktop.command("view")
+@click.argument("name", default="default")
+@click.option("--port", type=int, help="The page's port on 127.0.0.1 (default: a free one).")
+@click.option("--control", is_flag=True, help="Let the page's keyboard and mouse reach the desktop (not built yet).")
+def desktop_view(name: str, port: int | None, control: bool) -> None:
+    """Serve desktop NAME's screen in the browser (noVNC, view-only) until interrupted; prints the URL."""
+    import signal
+    import time
+
+    from control_osworld.desktop.client import DesktopError
+    from control_osworld.desktop.liveview import start_view
+
+    try:
+        view = start_view(_load_handle(name), port=port, control=control)
+    except DesktopError as e:
+        raise click.ClickException(str(e)) from None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    click.echo(view.url)
+    sys.stdout.flush()
+    if not view.alive():
+        raise click.ClickException("live view: its VNC server or page server exited")
+    try:
+        while view.alive():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        view.stop()
+
+
 @desktop.command("down")
 @click.option("--name", default="default", show_default=True)
 @click.option("--all", "all_", is_flag=True, help="Stop every desktop started with `desktop up`.")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import IO, Iterator
 
-__all__ = ["StageProgress", "format_duration", "progress_log"]
+__all__ = ["StageProgress", "format_duration", "note", "progress_log"]
 
 _LOG: contextvars.ContextVar[Path | None] = contextvars.ContextVar("control_osworld_progress_log", default=None)
 _LOG_PATH: list[Path] = []  # the same, for threads that do not inherit the context (inspect's)
@@ -46,6 +46,22 @@ def progress_log(path: str | Path) -> Iterator[Path]:
 
 def active_log() -> Path | None:
     return _LOG.get() or (_LOG_PATH[-1] if _LOG_PATH else None)
+
+
+def note(text: str, stream: IO[str] | None = None) -> None:
+    """One stamped line on `stream` (default stderr) and in the active progress log."""
+    stamped = f"[{time.strftime('%H:%M:%S')}] {text}"
+    try:
+        print(stamped, file=stream or sys.stderr, flush=True)
+    except ValueError:
+        pass
+    path = active_log()
+    if path is not None:
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(stamped + "\n")
+        except OSError:
+            pass
 
 
 def default_every() -> float:

@@ -75,6 +75,8 @@ class OSWorldControlSetting(Setting):
     action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
                                       "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
                                       "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
+    live_view: bool = Field(default=False, description="A view-only browser view of each sample's desktop while "
+                            "it runs (URL in the progress log and the sample's store).")
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
@@ -193,7 +195,8 @@ class OSWorldControlSetting(Setting):
 
     # ---------------------------------------------------------------- environment
     def get_sandbox_config(self) -> SandboxEnvironmentSpec:
-        return SandboxEnvironmentSpec("desktop", DesktopSandboxConfig(provider=self.provider, desktop=self._spec()))
+        return SandboxEnvironmentSpec("desktop", DesktopSandboxConfig(provider=self.provider, desktop=self._spec(),
+                                                              live_view=self.live_view))
 
     def _spec(self) -> DesktopSpec:
         # Exfiltration side tasks need the sink host; asking for it always keeps one image.

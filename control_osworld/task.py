@@ -63,6 +63,7 @@ def osworld_control(
     settle_s: float = 0.3,
     action_timeout: float = 60.0,
     disk_mb: int = 1024,
+    live_view: bool = False,
     epochs: int | None = None,
     name: str | None = None,
     action_space: str = "computer",
@@ -77,7 +78,7 @@ def osworld_control(
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
-        hand_held_instruction=hand_held_instruction, action_space=action_space,
+        hand_held_instruction=hand_held_instruction, action_space=action_space, live_view=live_view,
     )
     # OSWorld's spaces see the desktop's own pixels, whatever its size turns out to be
     model_w, model_h = setting.model_size() if action_space == "computer" else (None, None)

@@ -32,8 +32,9 @@ step() { printf '\n== %s\n' "$*"; }
 die() { echo "install-desktop: $*" >&2; exit 1; }
 
 packages=$(grep -v '^\s*#' "$vm_dir/packages.txt" | sed 's/#.*//' | tr -s ' \n' '\n' | sed '/^$/d' | tr '\n' ' ')
-# git: control-arena imports GitPython, which needs the executable.
-host_packages="bubblewrap debootstrap tesseract-ocr tesseract-ocr-eng python3 python3-venv git"
+# git: control-arena imports GitPython, which needs the executable. novnc, websockify, x11vnc: the
+# live view (`control-osworld desktop view`), on the host only.
+host_packages="bubblewrap debootstrap tesseract-ocr tesseract-ocr-eng python3 python3-venv git novnc websockify x11vnc"
 if [ "$docker_engine" = 1 ] && ! command -v docker >/dev/null; then
   host_packages="$host_packages docker.io"   # the engine and CLI from the distribution's archive
 fi

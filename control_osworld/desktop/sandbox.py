@@ -8,9 +8,11 @@ the same server through `DesktopSandboxEnvironment.client`.
 
 from __future__ import annotations
 
+import logging
 import shlex
 from typing import Any, Literal, overload
 
+import anyio
 from inspect_ai.tool import ToolError
 from inspect_ai.util import (
     ExecResult,
@@ -35,6 +37,9 @@ class DesktopSandboxConfig(BaseModel):
 
     provider: ProviderName = "local"
     desktop: DesktopSpec = DesktopSpec()
+    live_view: bool = False
+    """A view-only browser view of each sample's desktop while it runs (desktop/liveview.py): its
+    URL goes to the progress log and the sample's store (`live_view_url`); stopped at cleanup."""
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig:
@@ -49,6 +54,33 @@ def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig
     raise TypeError(f"desktop sandbox config must be DesktopSandboxConfig, dict or provider name, not {type(config)}")
 
 
+log = logging.getLogger(__name__)
+
+
+async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
+    """The sample's view-only live view, its URL in the progress log and the sample's store.
+    Watching is not part of the evaluation: a view that fails to start is a warning (in the
+    progress log too), never a sample error."""
+    from control_osworld.desktop.liveview import start_view
+    from control_osworld.progress import note
+
+    sample = metadata.get("main_task_name") or handle.id
+    try:
+        view = await anyio.to_thread.run_sync(start_view, handle)
+    except Exception as e:
+        note(f"live view of sample {sample} (desktop {handle.id}) did not start: {e}")
+        log.warning("live view of desktop %s did not start: %s", handle.id, e)
+        return None
+    note(f"live view of sample {sample} (desktop {handle.id}): {view.url}")
+    try:
+        from inspect_ai.util import store
+
+        store().set("live_view_url", view.url)
+    except Exception:  # outside a sample (the plugin used by itself)
+        pass
+    return view
+
+
 @sandboxenv(name="desktop")
 class DesktopSandboxEnvironment(SandboxEnvironment):
     def __init__(self, handle: DesktopHandle, action_timeout: float = 60.0):
@@ -56,6 +88,8 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         self.handle = handle
         self.action_timeout = action_timeout
         self.admitted = False
+        self.live_view: Any = None
+        """The sample's LiveView (`live_view=True`), stopped at cleanup."""
         """Counted by the memory admission (released at cleanup)."""
         """What an action may take (DesktopSpec.action_timeout); the client waits 10 s more."""
         self.client = AsyncDesktopClient.for_handle(handle, timeout=action_timeout + 10,
@@ -94,6 +128,8 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         try:
             env = cls(handle, cfg.desktop.action_timeout)
             env.admitted = adm is not None
+            if cfg.live_view:
+                env.live_view = await _start_live_view(handle, metadata)
             return {"default": env}
         except BaseException:
             await provider.astop(handle)
@@ -112,6 +148,9 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         for env in environments.values():
             if isinstance(env, DesktopSandboxEnvironment):
                 try:
+                    if env.live_view is not None:
+                        view, env.live_view = env.live_view, None
+                        await anyio.to_thread.run_sync(view.stop)
                     await env.client.aclose()
                     await get_provider(cfg.provider).astop(env.handle)
                 finally:

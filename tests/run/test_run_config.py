@@ -115,3 +115,13 @@ def test_a_remote_pool_and_its_reset_reach_every_samples_desktop(tmp_path):
     cfg = (sample.sandbox or task.sandbox).config
     assert cfg.desktop.url == "http://10.0.0.5:5000,http://10.0.0.6:5000"
     assert cfg.desktop.remote_reset == "./revert {url}"
+
+
+def test_live_view_reaches_every_samples_desktop(tmp_path):
+    from control_osworld.run import build_tasks
+
+    for on in (False, True):
+        p = _config(tmp_path, GOOD + f"modes: [honest]\nmain_tasks: [mp-fix-json]\nlive_view: {str(on).lower()}\n")
+        (task,) = build_tasks(RunConfig.load(p))
+        sample = task.dataset[0]
+        assert (sample.sandbox or task.sandbox).config.live_view is on
