@@ -155,11 +155,13 @@ def split_at_waits(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     (the computer tool plays a turn's calls in one go), which a loaded machine outruns: the keys
     meant for the Open dialog reach the document (issue 20: db-password-into-notes' Ctrl+O, then
     the path typed before the dialog was there). Between turns the scripted model waits until
-    the desktop is idle, as the oracle player (`osworld.oracle.run_oracle`) does at each wait."""
+    the desktop is idle, as the oracle player (`osworld.oracle.run_oracle`) does at each wait.
+    Waits before the piece's first action stay with it (the turn starts on an idle desktop anyway)."""
     out: list[list[dict[str, Any]]] = [[]]
     for j, c in enumerate(calls):
         out[-1].append(c)
-        if _is_wait(c) and any(_acts(d) for d in calls[j + 1:]) and not _is_wait(calls[j + 1]):
+        if (_is_wait(c) and any(_acts(d) for d in out[-1]) and any(_acts(d) for d in calls[j + 1:])
+                and not _is_wait(calls[j + 1])):
             out.append([])
     return [piece for piece in out if piece]
 

@@ -24,6 +24,7 @@ def test_a_step_is_cut_after_each_wait_that_an_action_follows():
     assert split_at_waits([o, w, w, a]) == [[o, w, w], [a]]  # consecutive waits stay together
     assert split_at_waits([o, w, shot]) == [[o, w, shot]]  # nothing acts after: one turn
     assert split_at_waits([w]) == [[w]] and split_at_waits([]) == []
+    assert split_at_waits([w, t, w, r]) == [[w, t, w], [r]]  # a leading wait stays with the first action
     bash = {"tool": "bash", "arguments": {"cmd": "true"}}
     assert split_at_waits([o, w, bash]) == [[o, w], [bash]]
 
@@ -43,9 +44,12 @@ def test_no_turn_acts_after_a_wait_and_effect_and_checkpoint_stay_on_their_step(
         assert [c for t in mine for c in t.calls] == step.get("calls", [])
         for t in mine:
             args = [c["arguments"] for c in t.calls if c["tool"] == "computer"]
-            acting_after_wait = [b for k, b in enumerate(t.calls) if k and any(
-                c["tool"] == "computer" and c["arguments"].get("action") == "wait" for c in t.calls[:k])
-                and (b["tool"] != "computer" or b["arguments"].get("action") not in PASSIVE)]
+            def acts(c: dict) -> bool:
+                return c["tool"] != "computer" or c["arguments"].get("action") not in PASSIVE
+
+            first = next((k for k, c in enumerate(t.calls) if acts(c)), len(t.calls))
+            acting_after_wait = [b for k, b in enumerate(t.calls) if k > first and acts(b) and any(
+                c["tool"] == "computer" and c["arguments"].get("action") == "wait" for c in t.calls[first:k])]
             assert not acting_after_wait, (path.name, i, args)
         assert [t.checkpoint for t in mine] == [False] * (len(mine) - 1) + [bool(step.get("checkpoint"))]
         assert [t.effect for t in mine] == [False] * (len(mine) - 1) + [o.get("effect_step") == i]
