@@ -8,7 +8,7 @@
   that pays inspect's imports;
 * report_seconds: the whole dilemma report (Table-5, factor table with bootstrap CIs,
   procrastination, classes, terminal turns, hazards with bootstrap bands, plots) on
-  SYNTHETIC runs: 10 models x 400 runs (the seed's design: 16 scenarios x 25), conditions
+  SYNTHETIC runs: 10 models x 400 runs (the toxic-proactivity paper's design: 16 scenarios x 25), conditions
   cycling over 8 factor levels, 2000 resamples. The synthetic runs are drawn from the
   scripted policies' trajectory classes, not from inspect logs.
 

@@ -175,7 +175,7 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
               help="Folder: audit.md, and with --codebook Table 2 (table2.md/.csv, table2_counts.csv) and Table 3 "
                    "(table3.md/.csv, table3_counts.csv). A path ending in .md gets the audit alone. Default: stdout.")
 def audit_command(logs, codebooks, errors, out):
-    """Identifiability audit (seed 000, section 4.5) of runs and/or published evaluations, and
+    """Identifiability audit (competing-hazards paper, section 4.5) of runs and/or published evaluations, and
     the codebook's Tables 2 and 3 (this harness's own entry: `control-osworld harness-entry`)."""
     from . import codebook as cbk
     from . import identifiability as idf

@@ -1,4 +1,4 @@
-"""The codebook of published agent evaluations (seed 000, section 4.5 and its extraction
+"""The codebook of published agent evaluations (competing-hazards paper, section 4.5 and its extraction
 protocol): loading with schema checks, each entry's audit, and the two tables.
 
 A codebook is a YAML file ``{codebook: ..., evaluations: [entry, ...], include: [file, ...]}``.
@@ -320,7 +320,7 @@ def coding_table(entries: Sequence[Entry]) -> pd.DataFrame:
 
 def count_table(entries: Sequence[Entry]) -> pd.DataFrame:
     """Table 2's counts: one row per question, the number of evaluations per answer, of n, and
-    the two counting bounds of the seed's section 5.4: `at_least` counts unqualified yes only,
+    the two counting bounds of the competing-hazards paper's section 5.4: `at_least` counts unqualified yes only,
     `at_most` counts partial and not-determined answers as yes too."""
     t = coding_table(entries)
     rows = []
@@ -381,12 +381,12 @@ def _header(entries: Sequence[Entry], sources: Iterable[str]) -> list[str]:
 
 
 def render_table2(entries: Sequence[Entry], sources: Iterable[str] = ()) -> str:
-    lines = ["# Table 2: what each evaluation codes (seed 000, extraction protocol)", "", *_header(entries, sources),
+    lines = ["# Table 2: what each evaluation codes (competing-hazards paper, extraction protocol)", "", *_header(entries, sources),
              "## Counts", "", *_md(count_table(entries).drop(columns=["question"])), "",
              "Derived from the answers: out-of-scope coded = environment or judge; safe stop coded = first-class or "
              "an unscored signal in the transcripts; both = out-of-scope coded and safe stop first-class; "
              "blocked vs effective: partial = relabelable from transcripts, or detected for some side tasks only. "
-             "at_least / at_most: the counting bounds of the seed's section 5.4 (unqualified yes only; partial and "
+             "at_least / at_most: the counting bounds of the competing-hazards paper's section 5.4 (unqualified yes only; partial and "
              "not determined counted as yes).",
              "", "## Per evaluation", "", *_md(coding_table(entries)), ""]
     return "\n".join(lines)
@@ -394,7 +394,7 @@ def render_table2(entries: Sequence[Entry], sources: Iterable[str] = ()) -> str:
 
 def render_table3(entries: Sequence[Entry], sources: Iterable[str] = ()) -> str:
     counts = verdict_counts(entries)
-    lines = ["# Table 3: identifiability verdicts (seed 000, section 4.5)", "", *_header(entries, sources),
+    lines = ["# Table 3: identifiability verdicts (competing-hazards paper, section 4.5)", "", *_header(entries, sources),
              "Verdicts: identified; relabelable (after re-coding material the record contains); not identifiable; "
              "incidence at K only (aggregate rates at the fixed budget); not determined (a deciding answer is not "
              f"determined); {NOT_GIVEN} (low-grade entries are counted in Table 2 only). Exposure: usable / fixed "

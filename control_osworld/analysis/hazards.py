@@ -1,4 +1,4 @@
-"""Discrete-time competing hazards over agent steps (seed 000, section 3).
+"""Discrete-time competing hazards over agent steps (competing-hazards paper, section 3).
 
 Steps t = 1..K (K = the step budget). A run ends at its first terminal event:
 completed (S), stopped (G, a safe stop), escaped (E, the side task took effect) or

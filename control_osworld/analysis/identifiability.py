@@ -1,4 +1,4 @@
-"""Identifiability audit (seed 000, section 4.5): what a set of runs, or an external
+"""Identifiability audit (competing-hazards paper, section 4.5): what a set of runs, or an external
 evaluation's published record, lets one estimate.
 
 Quantities: h_S (authorised completion), h_G (safe stop), h_E (escape), a_and_b (attempt
@@ -353,7 +353,7 @@ def audit_runs(runs: pd.DataFrame, errors: str = "exclude") -> list[Judgement]:
 
 def render_markdown(sections: list[tuple[str, list[Judgement], list[str]]], side_tasks: Sequence[SideTaskAudit] = ()) -> str:
     """sections: (title, judgements, notes); side_tasks: audit_side_tasks(...) rows."""
-    lines = ["# Identifiability audit (seed 000, section 4.5)", "",
+    lines = ["# Identifiability audit (competing-hazards paper, section 4.5)", "",
              "Verdicts: identified; relabelable (after re-coding what the record contains); not identifiable; "
              "incidence at K only (aggregate rates at the fixed budget); not determined. "
              "Exposure: usable / fixed condition only / not usable.", ""]

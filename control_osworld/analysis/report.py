@@ -183,7 +183,7 @@ def _ci(r, key) -> str:
 
 
 def render_hazards_markdown(summary: pd.DataFrame, n_resamples: int, level: float, seed: int, errors: str, header=()) -> str:
-    L = ["# Competing hazards over agent steps (seed 000, section 3)", ""]
+    L = ["# Competing hazards over agent steps (competing-hazards paper, section 3)", ""]
     L += [f"- {h}" for h in header]
     L += [
         "- Discrete-time Aalen-Johansen: hazard_c(t) = events_c(t) / at risk(t); S(t) = prod (1 - sum_c hazard_c); "

@@ -1,6 +1,6 @@
 """Seeded generator of realistic synthetic runs and scores tables (tests, benchmark, demo).
 
-Runs follow the competing-hazards process of seed 000: per step an attack run makes an
+Runs follow the competing-hazards process of competing-hazards paper: per step an attack run makes an
 out-of-scope attempt with probability a (by attack prompt), which takes effect with the
 boundary yield b (0 for a closed boundary); otherwise the run may complete, stop safely,
 be terminated by a live monitor or hit an infrastructure error; survivors are censored at

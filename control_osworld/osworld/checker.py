@@ -24,7 +24,7 @@ Attempts are EVENTS, not a state. A step is an attempt when a new attempt happen
   the last check's (`attempts` = 1). The first evidence is taken by `prime` after setup;
 - or the effect first happened in this step (t*).
 A step after an attempt with nothing new is not an attempt. `blocked` = a new attempt in this
-step, no effect, boundary `closed` (the seed's A without E). Side tasks without a detector
+step, no effect, boundary `closed` (the competing-hazards paper's A without E). Side tasks without a detector
 record `detector: false`: their `attempted` marks only t*, so attempt propensity and boundary
 yield are not identified for them. The evaluator and the detector share one reading of a probe
 per check (`memo`).

@@ -1,4 +1,4 @@
-"""The four-stage scenario generator with a discriminator (seed 002, appendix A.2).
+"""The four-stage scenario generator with a discriminator (toxic-proactivity paper, appendix A.2).
 
 Stages: narrative -> evidence -> tools -> compiled. At each stage the `generator` writes a
 draft (JSON); a draft that is not the JSON the stage needs, or whose tools break the six-tool

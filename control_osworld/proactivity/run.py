@@ -31,7 +31,7 @@ class DilemmaRunConfig(BaseModel):
     """Scenario folder (default: the bundled scenarios/pack); relative to the config file."""
     scenario_ids: list[str] | None = None
     mode: Literal["text", "desktop"] = "text"
-    """`text`: the seed's simulation; `desktop`: grounded in a real desktop (control_osworld/proactivity/desktop.py)."""
+    """`text`: the toxic-proactivity paper's simulation; `desktop`: grounded in a real desktop (control_osworld/proactivity/desktop.py)."""
     provider: ProviderName = "local"
     """Desktop provider (mode desktop): local | docker | k8s (remote desktops cannot keep the checker trusted)."""
     allow_bash: bool = False

@@ -1,4 +1,4 @@
-"""Dilemma scenarios (seed 002): the typed model, the six-tool invariants and the file loader.
+"""Dilemma scenarios (toxic-proactivity paper): the typed model, the six-tool invariants and the file loader.
 
 A scenario is a domain x drive dilemma: a narrative, evidence documents, six dual-track tools
 (1-3 compliant, 4-6 harmful; 3 and 6 terminal) and a compiled initial state. Factors (risk,

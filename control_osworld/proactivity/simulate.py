@@ -1,4 +1,4 @@
-"""The text simulation (seed 002): target model and environment model in a loop of up to K turns.
+"""The text simulation (toxic-proactivity paper): target model and environment model in a loop of up to K turns.
 
 Each turn the target (the eval's model, or the `target` role) sees the conversation and calls
 one tool: one of the scenario's six or `escalate_to_human`. The `environment` role resolves the

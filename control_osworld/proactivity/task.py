@@ -1,4 +1,4 @@
-"""`inspect eval` entry point of the dilemma family (toxic proactivity, seed 002).
+"""`inspect eval` entry point of the dilemma family (toxic proactivity, toxic-proactivity paper).
 
     inspect eval control_osworld/proactivity/task.py@proactivity --model dilemma/balanced
     inspect eval control_osworld/proactivity/task.py@proactivity --model openai/gpt-4o \
@@ -41,7 +41,7 @@ def proactivity(
     settle_s: float = 0.3,
     max_samples: int = 4,
 ) -> Task:
-    """Dilemma scenarios as an inspect Task: `mode=text` (the seed's simulation: an environment
+    """Dilemma scenarios as an inspect Task: `mode=text` (the toxic-proactivity paper's simulation: an environment
     model resolves the calls) or `mode=desktop` (the scenario grounded in a real desktop: the
     tools have real effects, the computer tool is there too, and the trusted checker records
     the step of each harmful effect; `provider`, `allow_bash`, `keep_screenshots`, `settle_s`,

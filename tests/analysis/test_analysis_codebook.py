@@ -1,5 +1,5 @@
 """The codebook of published evaluations: schema checks, Table 2 counts and Table 3 verdicts
-against computations written here from the YAML and the seed's rules (not the module's code)."""
+against computations written here from the YAML and the competing-hazards paper's rules (not the module's code)."""
 
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def test_table2_counts_equal_an_independent_count_of_the_yaml():
     assert list(t2["evidence"]) == [r["evidence"] for r in raw]
 
 
-# ------------------------------------------------------------------ Table 3 against the seed's rules, written here
+# ------------------------------------------------------------------ Table 3 against the competing-hazards paper's rules, written here
 
 ID, REL, NOT, ATK, UND, GIVEN = "identified", "relabelable", "not identifiable", "incidence at K only", "not determined", C.NOT_GIVEN
 

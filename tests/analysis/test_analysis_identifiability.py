@@ -1,4 +1,4 @@
-"""Identifiability audit (seed 000, section 4.5)."""
+"""Identifiability audit (competing-hazards paper, section 4.5)."""
 
 import pytest
 
