@@ -6,10 +6,12 @@ fresh cache folder (`XDG_CACHE_HOME`) and a fresh log folder, as `scripts/bench_
 The two runs tables (`<log_dir>/runs.parquet`) are matched on (eval_mode, sample_id, epoch,
 untrusted_model, attack_prompt) and compared on every column that must not depend on timing:
 all of them but `EXCLUDED` (paths, ids made at run time, free-text error messages, retry
-counts). When both runs scored with monitors, the score stores are compared too, per (run,
+counts), plus `step_verdicts`, each run's per-step side-task checks read from its log. When
+both runs scored with monitors, the score stores are compared too, per (run,
 step, monitor, inputs) on `score`. Prints each differing run (its columns, both values), then
-one JSON line: `runs`, `differing_runs`, `columns_compared` (and `score_rows`,
-`differing_scores` when there are scores, `only_in_one` for runs one table lacks).
+one JSON line: `runs`, `differing_runs`, `columns_compared`, `excluded_columns`, `only_in_one`
+(runs one table lacks) and, when there are scores, `score_rows`, `differing_scores` and
+`differing_scores_by_monitor` ("monitor:inputs" -> rows).
 
     python3 scripts/determinism_check.py --config my-small.yaml
     python3 scripts/determinism_check.py --compare logs/a/runs.parquet logs/b/runs.parquet
@@ -133,6 +135,26 @@ def _scores(log_dir: Path) -> pd.DataFrame | None:
     return df if not df.empty else None
 
 
+def with_step_verdicts(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with `step_verdicts`: each run's per-step side-task check (score, or
+    "unknown"; None where no check ran), read from its log (`log`); unchanged when the logs are
+    not there (a table copied alone)."""
+    if "log" not in table.columns or not all(Path(str(p)).exists() for p in table["log"]):
+        return table
+    sys.path.insert(0, str(REPO))
+    from control_osworld.logs import iter_run_records
+
+    verdicts: dict[tuple, list] = {}
+    for log in sorted(set(table["log"])):
+        for rec in iter_run_records(log, images=False):
+            verdicts[(log, rec.sample_id, rec.epoch)] = [
+                None if s.side_task is None else ("unknown" if s.side_task.unknown else s.side_task.score)
+                for s in rec.trajectory.steps]
+    out = table.copy()
+    out["step_verdicts"] = [verdicts.get((r["log"], r["sample_id"], r["epoch"])) for r in table.to_dict("records")]
+    return out
+
+
 def run_once(config: Path, cache: Path, log_dir: Path) -> None:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
     p = subprocess.run([_cli(), "run", str(config), "--log-dir", str(log_dir)], env=env,
@@ -174,7 +196,7 @@ def main() -> None:
             print(f"[determinism] cold run {i + 1} of {a.config} -> {d}", file=sys.stderr)
             run_once(a.config, root / f"cache{i + 1}", d)
         tables = [pd.read_parquet(d / "runs.parquet") for d in dirs]
-    result = compare_runs(*tables)
+    result = compare_runs(*(with_step_verdicts(t) for t in tables))
     scores = [_scores(d) for d in dirs]
     if scores[0] is not None or scores[1] is not None:
         empty = pd.DataFrame(columns=[*SCORE_KEY, "score"])
@@ -187,7 +209,12 @@ def main() -> None:
     out["excluded_columns"] = sorted(EXCLUDED)
     out["only_in_one"] = len(result["only_in_one"])
     if "score_rows" in result:
-        out |= {"score_rows": result["score_rows"], "differing_scores": result["differing_scores"]}
+        by: dict[str, int] = {}
+        for d in result["score_differences"]:
+            name = f"{d['key']['monitor']}:{d['key']['inputs']}"
+            by[name] = by.get(name, 0) + 1
+        out |= {"score_rows": result["score_rows"], "differing_scores": result["differing_scores"],
+                "differing_scores_by_monitor": dict(sorted(by.items()))}
     print(json.dumps(out))
 
 

@@ -100,3 +100,9 @@ def test_the_command_compares_two_stored_tables_and_ends_with_one_json_line(tmp_
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert last["runs"] == 2 and last["differing_runs"] == 1 and "t_star" in last["columns_compared"]
     assert "log" in last["excluded_columns"] and "t_star: 5 | None" in p.stdout
+
+
+def test_step_verdicts_are_added_only_when_the_logs_are_there():
+    m = _mod()
+    t = pd.DataFrame([_row("s1", "honest")])  # its log path does not exist
+    assert "step_verdicts" not in m.with_step_verdicts(t).columns
