@@ -226,6 +226,8 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
         "attempt_detector": traj.attempt_detector,
         "env_side_task_id": _meta(sample).get("env_side_task_id"),
         "honest_matching": _meta(sample).get("honest_matching"),
+        # logs from before action spaces all used the computer tool
+        "action_space": _meta(sample).get("action_space") or "computer",
         "design": _meta(sample).get("design"),
         "design_file": _meta(sample).get("design_file"),
         "design_k": _meta(sample).get("design_k"),

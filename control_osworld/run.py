@@ -68,6 +68,10 @@ class RunConfig(BaseModel):
     file; default: the side tasks' pairing rules."""
     hand_held_instruction: bool = False
     """Attack runs get the side task's step-by-step hand_held_instruction (recorded per sample)."""
+    action_space: Literal["computer", "pyautogui", "computer_13"] = "computer"
+    """The agent's desktop tool: inspect's computer tool, or OSWorld's `pyautogui` (code strings,
+    WAIT/DONE/FAIL) or `computer_13` (action dicts) space (agent/spaces.py); recorded per sample
+    and in the runs table's `action_space` column."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -100,11 +104,15 @@ def build_tasks(cfg: RunConfig) -> list:
             common["pairings_file"] = cfg.pairings_file
         if cfg.hand_held_instruction:
             common["hand_held_instruction"] = True
+        if cfg.action_space != "computer":  # only when set: a task built without it is unchanged
+            common["action_space"] = cfg.action_space
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]
             for prompt in prompts:
                 name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
+                if cfg.action_space != "computer":
+                    name += f"_{cfg.action_space}"
                 t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
                                     untrusted_model=pairing.untrusted_model, name=name, **common)
                 t.model = get_model(model) if isinstance(model, str) else model

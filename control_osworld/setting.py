@@ -40,7 +40,8 @@ from pydantic import Field
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
-from control_osworld.agent.tools import SubmitArgs, computer_tool
+from control_osworld.agent.spaces import ActionSpace, space_tool
+from control_osworld.agent.tools import SubmitArgs
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 from control_osworld.resources import data_dir
@@ -71,6 +72,9 @@ class OSWorldControlSetting(Setting):
                                       "tasks' pairing rules.")
     hand_held_instruction: bool = Field(default=False, description="Attack: give the side task's hand_held_instruction "
                                         "(falls back to its instruction, recorded, when it has none).")
+    action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
+                                      "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
+                                      "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
@@ -140,8 +144,8 @@ class OSWorldControlSetting(Setting):
             "design_file": design_file,
             "design_k": design.k if design is not None else None,
             "design_pairings": len(design.pairings) if design is not None else None,
-            "screen_note": f"{self.desktop.screen_width}x{self.desktop.screen_height} screen, "
-                           f"shown to you at {self.model_width}x{self.model_height}",
+            "action_space": self.action_space,
+            "screen_note": self._screen_note(),
         }
         if self.side_task_as_main and side is not None:
             main_text, side_text = side_text, ""
@@ -159,6 +163,19 @@ class OSWorldControlSetting(Setting):
         )
         sid = task.id if env is None else f"{task.id}__{env.id}"
         return Sample(id=sid, input=main_text, metadata=meta.model_dump())
+
+    def model_size(self) -> tuple[int, int]:
+        """The resolution the model sees: `model_width` x `model_height` for the computer tool;
+        the screen's own in OSWorld's spaces (their coordinates are the screen's pixels)."""
+        if self.action_space == "computer":
+            return self.model_width, self.model_height
+        return self.desktop.screen_width, self.desktop.screen_height
+
+    def _screen_note(self) -> str:
+        w, h = self.model_size()
+        if self.action_space != "computer":
+            return f"{w}x{h} screen"
+        return f"{self.desktop.screen_width}x{self.desktop.screen_height} screen, shown to you at {w}x{h}"
 
     def _side_text(self, side) -> tuple[str, str | None, str | None]:
         """(text given, "hand_held_instruction" | "instruction" | None, note) for a side task."""
@@ -186,7 +203,7 @@ class OSWorldControlSetting(Setting):
         return prepare_sample()
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
-        tools: list[Tool] = [computer_tool(model_size=(self.model_width, self.model_height), settle_s=self.settle_s)]
+        tools: list[Tool] = [space_tool(self.action_space, self.settle_s, self.model_size())]
         meta = state.metadata_as(ControlTaskMetadata)
         if meta.metadata.get("allow_bash"):
             tools.append(bash(timeout=120))

@@ -5,6 +5,7 @@
         -T mode=attack -T attack_prompt=attack_reminder -T reminder_every=4
     inspect eval ... -T mode=honest -T honest_matching=per_main   # honest runs without side setup (old way)
     inspect eval ... -T mode=attack -T pairings_file=side_tasks/pairings.yaml -T hand_held_instruction=true
+    inspect eval ... -T action_space=pyautogui      # or computer_13: OSWorld's action spaces (agent/spaces.py)
 
 Every option is a -T task argument, so `inspect eval-retry` re-creates the same task.
 """
@@ -64,6 +65,7 @@ def osworld_control(
     disk_mb: int = 1024,
     epochs: int | None = None,
     name: str | None = None,
+    action_space: str = "computer",
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
     eval_mode = EvalMode(mode)
@@ -75,15 +77,18 @@ def osworld_control(
         boundary=boundary, side_task_as_main=side_task_as_main,
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
-        hand_held_instruction=hand_held_instruction,
+        hand_held_instruction=hand_held_instruction, action_space=action_space,
     )
+    # OSWorld's spaces see the desktop's own pixels, whatever its size turns out to be
+    model_w, model_h = setting.model_size() if action_space == "computer" else (None, None)
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
                             reminder_every=reminder_every, model_role="untrusted" if untrusted_model else None)
     protocol = _micro_protocol(micro_protocol, policy, monitor, defer_threshold)
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
-        scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots),
+        scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots, model_width=model_w,
+                                  model_height=model_h),
         # Placeholders keep control-arena from building its default (keyed) models for roles
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",
@@ -96,7 +101,8 @@ def osworld_control(
                                                        "reminder_every": reminder_every, "budget": budget,
                                                        "honest_matching": honest_matching,
                                                        "pairings_file": pairings_file,
-                                                       "hand_held_instruction": hand_held_instruction})
+                                                       "hand_held_instruction": hand_held_instruction,
+                                                       "action_space": action_space})
     # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
     # the Task. Without it one sample's desktop error would cancel every other sample.
     return task_with(built, fail_on_error=False)

@@ -46,6 +46,11 @@ settle before its check, or the model's own, `agent.loop.settle_desktop`), so no
 app before the dialog, tab or file the oracle waited for is there. Only a hidden piece still
 plays its side actions in one batch with the main turn it rides in (one computer call, by the
 strategy's definition): its waits stay fixed sleeps.
+
+Action spaces: the model plays in the space of the desktop tool it is offered (`-T
+action_space=`, agent/spaces.py): in `pyautogui` each turn's computer calls become one code
+string, in `computer_13` upstream's action dicts (`translate_calls`), and a lone submit becomes
+DONE / FAIL.
 """
 
 from __future__ import annotations
@@ -71,7 +76,11 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 
-from control_osworld.desktop.actions import Scale
+from control_osworld.desktop.actions import (
+    Scale,
+    computer_call_to_computer_13,
+    computer_call_to_pyautogui,
+)
 from control_osworld.resources import data_dir
 
 STRATEGIES = ("blatant", "burst", "spread", "hidden")
@@ -378,6 +387,44 @@ def _batch(calls: list[dict], scale: Scale) -> list[ToolCall]:
     return out
 
 
+def translate_calls(calls: list[dict], space: str, screen: tuple[int, int]) -> list[ToolCall]:
+    """A turn's oracle calls (computer-tool calls in screen coordinates) in an OSWorld action
+    space: the computer calls as one `pyautogui` code string or `computer_13` dicts (so a hidden
+    turn still runs without a screenshot in between); a lone submit as DONE / FAIL; other tools
+    (bash) as they are."""
+    scale = Scale.identity(*screen)
+    comp = [c["arguments"] for c in calls if c.get("tool") == "computer"]
+    others = [c for c in calls if c.get("tool") != "computer"]
+    out: list[ToolCall] = []
+    if not comp and len(others) == 1 and others[0]["tool"] == "submit":
+        status = others[0].get("arguments", {}).get("status")
+        if status in ("done", "infeasible"):
+            word = "DONE" if status == "done" else "FAIL"
+            args: dict[str, Any] = {"code": word} if space == "pyautogui" else {"action_type": word}
+            return [ToolCall(id="call_0", function=space, arguments=args)]
+    if comp:
+        if space == "pyautogui":
+            args = {"code": computer_call_to_pyautogui(comp, scale)}
+        else:
+            dicts = [d for a in comp for d in computer_call_to_computer_13(a, scale)]
+            if not dicts:
+                args = {"action_type": "WAIT"}
+            elif len(dicts) == 1:
+                args = dict(dicts[0])
+            else:
+                args = {"actions": dicts}
+        out.append(ToolCall(id="call_0", function=space, arguments=args))
+    for i, c in enumerate(others):
+        out.append(ToolCall(id=f"call_{1 + i}", function=c["tool"], arguments=dict(c.get("arguments", {}))))
+    return out
+
+
+def action_space_of(tools: list[ToolInfo]) -> str:
+    """The action space a turn is played in: the desktop tool offered (agent/spaces.py)."""
+    names = {t.name for t in tools}
+    return next((s for s in ("pyautogui", "computer_13") if s in names), "computer")
+
+
 @modelapi(name="scripted")
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
@@ -464,7 +511,9 @@ class ScriptedModel(ModelAPI):
             content.append(ContentReasoning(reasoning=turn.reasoning))
         if turn.text:
             content.append(ContentText(text=turn.text))
-        message = ChatMessageAssistant(content=content or "", tool_calls=_batch(turn.calls, scale),
+        space = action_space_of(tools)
+        calls = _batch(turn.calls, scale) if space == "computer" else translate_calls(turn.calls, space, screen)
+        message = ChatMessageAssistant(content=content or "", tool_calls=calls,
                                        model=self.model_name, source="generate")
         return ModelOutput(
             model=self.model_name,

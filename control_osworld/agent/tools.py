@@ -56,9 +56,17 @@ async def observe(model_size: tuple[int, int] | None) -> ContentImage:
     return screenshot_content(await env.client.screenshot(size=model_size), model_size)
 
 
-def _record(args: dict, code: str | None, error: str | None, frame: Frame | None = None) -> None:
+SUBMITTED_KEY = "control_osworld:submitted"
+"""Store key: a tool that ends the run as a submit does (OSWorld's DONE/FAIL special codes) sets
+it to `done` or `infeasible`; the loop treats it as `submit(status)`."""
+SELF_RECORDING_TOOLS = ("computer", "pyautogui", "computer_13")
+"""Tools that record their own actions (with the code they ran) through PENDING_ACTIONS_KEY."""
+
+
+def _record(args: dict, code: str | None, error: str | None, frame: Frame | None = None,
+            tool: str = "computer") -> None:
     pending = store().get(PENDING_ACTIONS_KEY, [])
-    rec: dict[str, object] = {"tool": "computer", "arguments": args, "code": code, "error": error}
+    rec: dict[str, object] = {"tool": tool, "arguments": args, "code": code, "error": error}
     if frame is not None:
         rec["frame"] = "data:image/jpeg;base64," + base64.b64encode(frame.jpeg).decode()
         rec["frame_box"] = list(frame.box)
@@ -66,7 +74,7 @@ def _record(args: dict, code: str | None, error: str | None, frame: Frame | None
     store().set(PENDING_ACTIONS_KEY, pending)
 
 
-async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T]) -> T:
+async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T], tool: str = "computer") -> T:
     """`call`, with a failure the agent can cause (desktop/errors.py: its executor killed, an
     app hung, ...) turned into a tool error the model sees, recorded on the action; any other
     failure of the desktop raises (a sample error)."""
@@ -77,7 +85,7 @@ async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T])
         if kind is None:
             raise
         if args is not None:
-            _record(args, code, f"{kind}: {e}")
+            _record(args, code, f"{kind}: {e}", tool=tool)
         raise ToolError(f"the desktop could not do that ({kind}): {e}") from None
 
 

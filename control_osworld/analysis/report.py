@@ -296,16 +296,24 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
     header = run_statements(runs, classes, side_audits, exclude_attacks, excluded, text_classes)
     opts = dataclasses.replace(opts, header=tuple(header))
     table_runs = runs[~runs["run_id"].isin(excluded)].reset_index(drop=True)
-    t3 = tables.table3(table_runs, scores, opts, progress)
+    t3 = by_action_space(tables.table3, table_runs, scores, opts, progress)
     step()
-    t4 = tables.table4(table_runs, scores, opts, progress)
+    t4 = by_action_space(tables.table4, table_runs, scores, opts, progress)
     step()
     for name, df, per_step, title, label in (
         ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
         ("table4", t4, True, "Table 4: per-step monitors", "tab:per-step"),
     ):
-        write(f"{name}.md", render.render_markdown(df, title, opts, per_step))
-        write(f"{name}.tex", render.render_latex(df, title, opts, per_step, label))
+        if "action_space" in df.columns:  # one table per action space
+            parts = [(sp, df[df["action_space"] == sp].drop(columns="action_space"))
+                     for sp in dict.fromkeys(df["action_space"])]
+            write(f"{name}.md", "\n".join(render.render_markdown(d, f"{title} (action space {sp})", opts, per_step)
+                                          for sp, d in parts))
+            write(f"{name}.tex", "\n".join(render.render_latex(d, f"{title} (action space {sp})", opts, per_step,
+                                                               f"{label}-{sp}") for sp, d in parts))
+        else:
+            write(f"{name}.md", render.render_markdown(df, title, opts, per_step))
+            write(f"{name}.tex", render.render_latex(df, title, opts, per_step, label))
         render.write_csv(df, out / f"{name}.csv")
         written[f"{name}.csv"] = out / f"{name}.csv"
 
@@ -370,6 +378,37 @@ def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:
     if fig_groups:
         written["cumulative_incidence.png"] = plots.cumulative_incidence_figure(out / "cumulative_incidence.png", fig_groups)
     return written
+
+
+UNRECORDED_SPACE = "(unrecorded)"
+
+
+def action_spaces(runs: pd.DataFrame) -> list[str]:
+    """The agents' action spaces among these runs (runs-table column `action_space`)."""
+    if "action_space" not in runs.columns:
+        return []
+    return sorted({str(v) for v in _space_of(runs)})
+
+
+def _space_of(runs: pd.DataFrame) -> pd.Series:
+    # a runs table written before the column: its own group, never dropped
+    return runs["action_space"].astype(object).where(runs["action_space"].notna(), UNRECORDED_SPACE)
+
+
+def by_action_space(table_fn, runs: pd.DataFrame, scores: pd.DataFrame, opts, progress=None) -> pd.DataFrame:
+    """Table 3 or 4 (`table_fn`). Runs of several action spaces: one table per space (honest and
+    attack runs of a space compared with each other only), stacked with an `action_space`
+    column; runs of one space (or none recorded): the table as it is."""
+    spaces = action_spaces(runs)
+    if len(spaces) <= 1:
+        return table_fn(runs, scores, opts, progress)
+    parts = []
+    for sp in spaces:
+        sub = runs[(_space_of(runs) == sp).to_numpy()].reset_index(drop=True)
+        df = table_fn(sub, scores, opts, progress)
+        df.insert(0, "action_space", sp)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True)
 
 
 def matching_statement(runs: pd.DataFrame) -> str:

@@ -4,7 +4,10 @@
   `screenshot`, `zoom`, ...; xdotool key names), the schema Anthropic's and OpenAI's native
   computer use map onto;
 - OSWorld's `computer_13` (`{"action_type": "CLICK", "x": .., "y": ..}`, ...);
-- OSWorld's `pyautogui` space (code strings, passed through).
+- OSWorld's `pyautogui` space (code strings, passed through; `check_pyautogui`).
+
+The oracles (computer-tool calls) translate into the other two spaces:
+`computer_call_to_pyautogui`, `computer_call_to_computer_13`.
 
 Coordinates arrive in the model's resolution and are scaled to the screen's with `Scale`.
 `to_pyautogui` returns `Action(code, wait_s, screenshot_region)`; a `None` code means nothing
@@ -203,10 +206,67 @@ def from_computer_tool(args: dict, scale: Scale) -> Action:
     raise ActionError(f"unknown computer action {action!r}")
 
 
-def from_computer_13(action: dict, scale: Scale | None = None) -> Action:
-    """OSWorld's computer_13 action dict (upstream desktop_env/actions.py) -> pyautogui code."""
+COMPUTER_13: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "MOVE_TO": (("x", "y"), ()), "CLICK": ((), ("button", "x", "y", "num_clicks")),
+    "MOUSE_DOWN": ((), ("button",)), "MOUSE_UP": ((), ("button",)), "RIGHT_CLICK": ((), ("x", "y")),
+    "DOUBLE_CLICK": ((), ("x", "y")), "DRAG_TO": (("x", "y"), ()), "SCROLL": ((), ("dx", "dy")),
+    "TYPING": (("text",), ()), "PRESS": (("key",), ()), "KEY_DOWN": (("key",), ()), "KEY_UP": (("key",), ()),
+    "HOTKEY": (("keys",), ()), "WAIT": ((), ("seconds",)), "FAIL": ((), ()), "DONE": ((), ()),
+}
+"""Upstream's computer_13 ACTION_SPACE (desktop_env/actions.py): action type -> (required,
+optional) parameters. `WAIT` may carry `seconds` (ours; upstream waits a fixed time)."""
+
+
+def _c13_params(action: dict) -> tuple[str, dict]:
+    """Check a computer_13 dict against COMPUTER_13 -> (action type, parameters)."""
     kind = action.get("action_type")
-    p = action.get("parameters", action)
+    if not isinstance(kind, str) or kind not in COMPUTER_13:
+        raise ActionError(f"unknown computer_13 action_type {kind!r}; known: {', '.join(COMPUTER_13)}")
+    if "parameters" in action:
+        p = action["parameters"]
+        if p is None:
+            p = {}
+        if not isinstance(p, dict):
+            raise ActionError(f"{kind}: `parameters` must be a dict, got {p!r}")
+        extra = set(action) - {"action_type", "parameters"}
+    else:
+        p = {k: v for k, v in action.items() if k != "action_type"}
+        extra = set()
+    required, optional = COMPUTER_13[kind]
+    extra |= set(p) - set(required) - set(optional)
+    if extra:
+        raise ActionError(f"{kind}: unknown parameter(s) {', '.join(sorted(extra))}; "
+                          f"it takes {', '.join(required + optional) or 'none'}")
+    missing = [k for k in required if p.get(k) is None]
+    if missing:
+        raise ActionError(f"{kind} needs {', '.join(missing)}")
+    if ("x" in p) != ("y" in p):
+        raise ActionError(f"{kind}: give both x and y, or neither")
+    for k in ("x", "y", "dx", "dy", "num_clicks", "seconds"):
+        if k in p and (isinstance(p[k], bool) or not isinstance(p[k], (int, float))):
+            raise ActionError(f"{kind}: {k} must be a number, got {p[k]!r}")
+    if kind == "SCROLL" and "dx" not in p and "dy" not in p:
+        raise ActionError("SCROLL needs dx or dy")
+    if "button" in p and p["button"] not in ("left", "right", "middle"):
+        raise ActionError(f"{kind}: button must be left, right or middle, got {p['button']!r}")
+    if "num_clicks" in p and p["num_clicks"] not in (1, 2, 3):
+        raise ActionError(f"{kind}: num_clicks must be 1, 2 or 3, got {p['num_clicks']!r}")
+    for k in ("text", "key"):
+        if k in p and (not isinstance(p[k], str) or (k == "key" and not p[k])):
+            raise ActionError(f"{kind}: {k} must be a {'non-empty ' if k == 'key' else ''}string, got {p[k]!r}")
+    if "keys" in p and not (isinstance(p["keys"], list) and p["keys"] and all(isinstance(k, str) and k for k in p["keys"])):
+        raise ActionError(f"{kind}: keys must be a non-empty list of key names, got {p['keys']!r}")
+    if "seconds" in p and not 0 <= p["seconds"] <= 60:
+        raise ActionError(f"{kind}: seconds must be between 0 and 60, got {p['seconds']!r}")
+    return kind, p
+
+
+def from_computer_13(action: dict, scale: Scale | None = None) -> Action:
+    """OSWorld's computer_13 action dict (upstream desktop_env/actions.py) -> pyautogui code.
+    Raises ActionError for anything upstream's ACTION_SPACE does not allow."""
+    if not isinstance(action, dict):
+        raise ActionError(f"a computer_13 action is a dict with `action_type`, got {action!r}")
+    kind, p = _c13_params(action)
     sc = scale or Scale.identity(10**6, 10**6)
 
     def xy() -> str:
@@ -217,7 +277,7 @@ def from_computer_13(action: dict, scale: Scale | None = None) -> Action:
 
     button = repr(p.get("button", "left"))
     if kind == "MOVE_TO":
-        return Action(f"pyautogui.moveTo({xy()})" if xy() else "pass")
+        return Action(f"pyautogui.moveTo({xy()})")
     if kind == "CLICK":
         n = int(p.get("num_clicks", 1))
         at = f"{xy()}, " if xy() else ""
@@ -244,9 +304,107 @@ def from_computer_13(action: dict, scale: Scale | None = None) -> Action:
         return Action(f"pyautogui.hotkey({', '.join(repr(k) for k in p['keys'])})")
     if kind == "WAIT":
         return Action(None, wait_s=float(p.get("seconds", 1)))
-    if kind in ("DONE", "FAIL"):
-        return Action(None)
-    raise ActionError(f"unknown computer_13 action_type {kind!r}")
+    return Action(None)  # DONE, FAIL
+
+
+SPECIAL_CODES = ("WAIT", "DONE", "FAIL")
+"""OSWorld's special codes in the pyautogui space (mm_agents/agent.py)."""
+
+
+def check_pyautogui(code: object) -> str | None:
+    """A pyautogui-space action: the special code it is (WAIT/DONE/FAIL), or None for code that
+    parses. Raises ActionError for anything else (not a string, empty, a syntax error)."""
+    if not isinstance(code, str):
+        raise ActionError(f"code must be a string, got {type(code).__name__}")
+    if not code.strip():
+        raise ActionError("code is empty; give Python code, or WAIT, DONE or FAIL")
+    if code.strip() in SPECIAL_CODES:
+        return code.strip()
+    try:
+        compile(code, "<action>", "exec")
+    except SyntaxError as e:
+        raise ActionError(f"the code does not parse: line {e.lineno}: {e.msg}") from None
+    except ValueError as e:  # e.g. a NUL byte
+        raise ActionError(f"the code does not parse: {e}") from None
+    return None
+
+
+def computer_call_to_pyautogui(calls: list[dict], scale: Scale) -> str:
+    """Computer-tool calls (screen coordinates when `scale` is the identity) as one pyautogui-space
+    code string, in order; waits become `time.sleep`; a turn that only looks is `WAIT`."""
+    lines: list[str] = []
+    for args in calls:
+        act = from_computer_tool(args, scale)
+        if act.wait_s:
+            lines.append(f"time.sleep({act.wait_s})")
+        if act.code is not None:
+            lines.append(act.code)
+    return "\n".join(lines) or "WAIT"
+
+
+def computer_call_to_computer_13(args: dict, scale: Scale) -> list[dict]:
+    """One computer-tool call -> upstream computer_13 dicts doing the same (screenshot, zoom and
+    cursor_position: nothing). Raises ActionError where computer_13 has no equivalent."""
+    action = args.get("action")
+
+    def at(name: str = "coordinate") -> dict:
+        x, y = _xy(args, scale, name)
+        return {"x": x, "y": y}
+
+    def mods(inner: list[dict]) -> list[dict]:
+        if not args.get("text"):
+            return inner
+        keys = key_combo(args["text"])
+        return ([{"action_type": "KEY_DOWN", "parameters": {"key": k}} for k in keys] + inner
+                + [{"action_type": "KEY_UP", "parameters": {"key": k}} for k in reversed(keys)])
+
+    where = at() if args.get("coordinate") is not None else {}
+    if action == "key":
+        keys = key_combo(_need(args, "text"))
+        one = ({"action_type": "HOTKEY", "parameters": {"keys": keys}} if len(keys) > 1
+               else {"action_type": "PRESS", "parameters": {"key": keys[0]}})
+        return [dict(one) for _ in range(int(args.get("repeat") or 1))]
+    if action == "hold_key":
+        keys = key_combo(_need(args, "text"))
+        return ([{"action_type": "KEY_DOWN", "parameters": {"key": k}} for k in keys]
+                + [{"action_type": "WAIT", "parameters": {"seconds": float(args.get("duration") or 1)}}]
+                + [{"action_type": "KEY_UP", "parameters": {"key": k}} for k in reversed(keys)])
+    if action == "type":
+        out = [{"action_type": "CLICK", "parameters": where}] if where else []
+        out.append({"action_type": "TYPING", "parameters": {"text": _need(args, "text")}})
+        if args.get("press_enter"):
+            out.append({"action_type": "PRESS", "parameters": {"key": "enter"}})
+        return out
+    if action == "mouse_move":
+        return [{"action_type": "MOVE_TO", "parameters": at()}]
+    if action == "left_click":
+        return mods([{"action_type": "CLICK", "parameters": where}])
+    if action == "middle_click":
+        return mods([{"action_type": "CLICK", "parameters": where | {"button": "middle"}}])
+    if action == "triple_click":
+        return mods([{"action_type": "CLICK", "parameters": where | {"num_clicks": 3}}])
+    if action in ("right_click", "double_click"):
+        return mods([{"action_type": action.upper(), "parameters": where}])
+    if action in ("left_mouse_down", "left_mouse_up"):
+        return [{"action_type": "MOUSE_DOWN" if action == "left_mouse_down" else "MOUSE_UP",
+                 "parameters": {"button": "left"}}]
+    if action == "left_click_drag":
+        start = ([{"action_type": "MOVE_TO", "parameters": at("start_coordinate")}]
+                 if args.get("start_coordinate") is not None else [])
+        return start + [{"action_type": "DRAG_TO", "parameters": at()}]
+    if action == "scroll":
+        direction = _need(args, "scroll_direction")
+        amount = int(args.get("scroll_amount") or 3)
+        delta = {"up": {"dy": amount}, "down": {"dy": -amount}, "right": {"dx": amount}, "left": {"dx": -amount}}
+        if direction not in delta:
+            raise ActionError(f"scroll_direction must be up, down, left or right, not {direction!r}")
+        move = [{"action_type": "MOVE_TO", "parameters": where}] if where else []
+        return mods(move + [{"action_type": "SCROLL", "parameters": delta[direction]}])
+    if action == "wait":
+        return [{"action_type": "WAIT", "parameters": {"seconds": float(args.get("duration") or 1)}}]
+    if action in ("screenshot", "cursor_position", "zoom"):
+        return []
+    raise ActionError(f"computer action {action!r} has no computer_13 equivalent")
 
 
 def from_pyautogui(code: str) -> Action:

@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import io
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from threading import Lock
@@ -115,6 +116,12 @@ def task_text(run: RunRecord) -> str:
 
 
 def _action_line(a) -> str:
+    code = a.arguments.get("code") if a.tool == "pyautogui" else None
+    if isinstance(code, str):
+        # OSWorld's pyautogui space: the agent's code as code, verbatim (a fence longer than any
+        # backtick run in it, so the code cannot close it)
+        fence = "`" * max(3, 1 + max(map(len, re.findall(r"`+", code)), default=0))
+        return f"- pyautogui:\n{fence}python\n{code}\n{fence}\n"
     args = json.dumps(a.arguments, ensure_ascii=False, sort_keys=False)
     return f"- {a.tool} {args}\n"
 
