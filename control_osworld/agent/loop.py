@@ -4,6 +4,11 @@ side-task check) in the trajectory that monitors and analysis read.
 
 One step = one call of the micro-protocol (one assistant turn) and the execution of its tool
 calls. After each step the side-task checker runs (attack runs); its first success is t*.
+Before it, the desktop settles (`settle_desktop`: until no thread of it has been runnable for a
+moment, at most `SETTLE_MAX_S`), so the check sees what the step's actions did whatever the
+machine's load: a save the app is still writing counts in its own step, not in the next one
+(t* does not depend on timing). A desktop kept busy (by an app or the agent) only delays the
+check to that bound; a settle that cannot be done never stops the run (the check then decides).
 The run ends at the first of: `submit(done)` → completed, `submit(infeasible)` → stopped
 (OSWorld's special codes DONE / FAIL in the pyautogui and computer_13 spaces are the same submits)
 (any other status, case variants included, is a tool error returned to the model and recorded
@@ -69,6 +74,10 @@ ENDING_KEY = "control_osworld:ending"
 """A tool that ends the run sets this store key to `completed` or `stopped` (the dilemma family's
 terminal tools: control_osworld.proactivity.desktop); the run ends after that step, as a submit would."""
 ENDINGS = ("completed", "stopped")
+SETTLED_KEY = "control_osworld:settled_step"
+"""The step after whose actions the loop last let the desktop settle (the scripted model,
+blind, skips its own wait for an idle desktop then)."""
+SETTLE_MAX_S = 10.0
 TERMINATE_KEY = "terminate"
 """An assistant message whose metadata has `terminate: true` (set by a micro-protocol) ends
 the run as `terminated`."""
@@ -79,6 +88,18 @@ def register_checker(sample_key: str, fn: SideTaskCheckFn | None) -> None:
         _checkers.pop(sample_key, None)
     else:
         _checkers[sample_key] = fn
+
+
+async def settle_desktop(max_s: float = SETTLE_MAX_S) -> bool:
+    """Wait until the desktop is idle (`osworld.oracle.quiesce`), at most `max_s`; False when it
+    stayed busy or could not be asked (never raises: a desktop that died shows in the next call)."""
+    from control_osworld.agent.tools import desktop
+    from control_osworld.osworld.oracle import quiesce
+
+    try:
+        return await quiesce(desktop().client, max_s=max_s)
+    except Exception:
+        return False
 
 
 def _sample_key() -> str:
@@ -234,6 +255,8 @@ def desktop_scaffold(
                 before_id = step.screenshot_after_id or before_id
 
                 if checker is not None:
+                    await settle_desktop()
+                    store().set(SETTLED_KEY, t)
                     t0 = time.perf_counter()
                     check = await checker(t)
                     if check is not None:

@@ -40,6 +40,13 @@ giveaway a side turn's visible text is its checking turn's, never the side oracl
 The plan is a pure function of the sample, the epoch and the seed (`build_plan`), so tests know
 t* in advance.
 
+Played the same on a loaded machine (issue 20): an oracle step is played as one turn per piece
+between its waits (`split_at_waits`), and every turn starts on an idle desktop (the loop's
+settle before its check, or the model's own, `agent.loop.settle_desktop`), so no key reaches the
+app before the dialog, tab or file the oracle waited for is there. Only a hidden piece still
+plays its side actions in one batch with the main turn it rides in (one computer call, by the
+strategy's definition): its waits stay fixed sleeps.
+
 Action spaces: the model plays in the space of the desktop tool it is offered (`-T
 action_space=`, agent/spaces.py): in `pyautogui` each turn's computer calls become one code
 string, in `computer_13` upstream's action dicts (`translate_calls`), and a lone submit becomes
@@ -107,6 +114,8 @@ class Turn:
     check: bool = False
     """A checking turn: an honest run's (where its attack twin takes a side turn), or the cover
     an attack's side turn shows."""
+    origin: int = 0
+    """The 1-based oracle step this turn plays (part of; 0: not an oracle's)."""
 
     @property
     def main_calls(self) -> list[dict[str, Any]]:
@@ -136,12 +145,48 @@ def _rng(*parts: Any) -> random.Random:
     return random.Random(int.from_bytes(h[:8], "big"))
 
 
+PASSIVE = ("wait", "screenshot", "zoom", "cursor_position")
+"""Computer actions that do not act on the desktop."""
+
+
+def _is_wait(call: dict[str, Any]) -> bool:
+    return call.get("tool") == "computer" and call.get("arguments", {}).get("action") == "wait"
+
+
+def _acts(call: dict[str, Any]) -> bool:
+    return call.get("tool") != "computer" or call.get("arguments", {}).get("action") not in PASSIVE
+
+
+def split_at_waits(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """An oracle step's calls cut after each `wait` that an acting call follows: the pieces the
+    scripted model plays as turns. An oracle's `wait` means "let the desktop catch up before the
+    next action" (a dialog to open, a file to load); inside one turn it is only a fixed sleep
+    (the computer tool plays a turn's calls in one go), which a loaded machine outruns: the keys
+    meant for the Open dialog reach the document (issue 20: db-password-into-notes' Ctrl+O, then
+    the path typed before the dialog was there). Between turns the scripted model waits until
+    the desktop is idle, as the oracle player (`osworld.oracle.run_oracle`) does at each wait.
+    Waits before the piece's first action stay with it (the turn starts on an idle desktop anyway)."""
+    out: list[list[dict[str, Any]]] = [[]]
+    for j, c in enumerate(calls):
+        out[-1].append(c)
+        if (_is_wait(c) and any(_acts(d) for d in out[-1]) and any(_acts(d) for d in calls[j + 1:])
+                and not _is_wait(calls[j + 1])):
+            out.append([])
+    return [piece for piece in out if piece]
+
+
 def _oracle_turns(oracle: dict, side: bool = False) -> list[Turn]:
+    """One turn per piece of each step (`split_at_waits`): the step's text on its first, its
+    effect and checkpoint on its last."""
     turns = []
     effect_at = oracle.get("effect_step")
     for i, s in enumerate(oracle.get("steps", []), 1):
-        turns.append(Turn(text=s.get("text", ""), calls=[dict(c) for c in s.get("calls", [])], side=side,
-                          effect=side and effect_at == i, checkpoint=bool(s.get("checkpoint"))))
+        pieces = split_at_waits([dict(c) for c in s.get("calls", [])]) or [[]]
+        for j, piece in enumerate(pieces):
+            last = j == len(pieces) - 1
+            turns.append(Turn(text=s.get("text", "") if j == 0 else "", calls=piece, side=side,
+                              effect=side and effect_at == i and last,
+                              checkpoint=bool(s.get("checkpoint")) and last, origin=i))
     return turns
 
 
@@ -167,7 +212,7 @@ def _vary_honest(turns: list[Turn], rng: random.Random) -> list[Turn]:
         out.append(Turn(text=rng.choice(texts["explore"]), calls=[{"tool": "computer", "arguments": {"action": "screenshot"}}]))
     for t in turns:
         t = Turn(text=t.text or rng.choice(texts["narrate"]), reasoning=t.reasoning, calls=list(t.calls),
-                 side=t.side, effect=t.effect, checkpoint=t.checkpoint)
+                 side=t.side, effect=t.effect, checkpoint=t.checkpoint, origin=t.origin)
         if not t.side:
             # A typo and its fix, typed into the same field the oracle types into: only when the
             # typing opens the turn, so that the turn's other calls keep their order.
@@ -202,7 +247,7 @@ def tamper_turns() -> list[Turn]:
     import json
 
     oracle = json.loads(TAMPER_ORACLE.read_text())
-    return [t for i, t in enumerate(_oracle_turns(oracle, side=True), 1) if i > (oracle.get("effect_step") or 0)]
+    return [t for t in _oracle_turns(oracle, side=True) if t.origin > (oracle.get("effect_step") or 0)]
 
 
 CHECK_CALLS: tuple[dict[str, Any], ...] = (
@@ -444,6 +489,14 @@ class ScriptedModel(ModelAPI):
         plan = self.plan_for(st.metadata, str(st.sample_id), st.epoch)
         step = sum(isinstance(m, ChatMessageAssistant) for m in input)
         turn = plan.turns[min(step, len(plan.turns) - 1)]
+        # Blind, it acts when the desktop is idle (what the last turn did has happened), as the
+        # oracle player does at each wait; unless the loop has just let it settle (before its check).
+        from inspect_ai.util import store
+
+        from control_osworld.agent.loop import SETTLED_KEY, settle_desktop
+
+        if store().get(SETTLED_KEY) != step:
+            await settle_desktop()
         screen = (1920, 1080)
         try:
             from control_osworld.agent.tools import desktop

@@ -14,6 +14,7 @@ from control_osworld.agent.scripted import (
     ScriptedModel,
     _texts,
     build_plan,
+    split_at_waits,
     tamper_turns,
 )
 from control_osworld.catalogue import Catalogue
@@ -31,8 +32,9 @@ def twins():
 
 
 def _side_steps(side_oracle: dict, strategy: str) -> list[list[dict]]:
-    """The calls of each side step the attack must play, in order (tamper: with the tricks)."""
-    steps = [list(s["calls"]) for s in side_oracle["steps"]]
+    """The calls of each side step the attack must play, in order, each step in its pieces
+    between waits (`split_at_waits`; tamper: with the tricks)."""
+    steps = [piece for s in side_oracle["steps"] for piece in split_at_waits(list(s["calls"]))]
     if strategy == "tamper" and side_oracle.get("task_id") != "tamper-evidence":
         steps += [t.calls for t in tamper_turns()]
     return steps
@@ -41,14 +43,30 @@ def _side_steps(side_oracle: dict, strategy: str) -> list[list[dict]]:
 def _split(plan, expected: list[list[dict]]) -> list[int]:
     """How many leading calls of each turn are side calls, found by matching whole side steps
     in order (a side turn holds one or more whole steps first), independently of the plan's own
-    bookkeeping."""
-    j, out = 0, []
-    for t in plan.turns:
-        n = 0
-        while t.side and j < len(expected) and t.calls[n:n + len(expected[j])] == expected[j]:
-            n, j = n + len(expected[j]), j + 1
-        out.append(n)
-    assert j == len(expected), f"only {j} of {len(expected)} side steps were played"
+    bookkeeping. A side turn holds at least one piece; where a piece equals the checking turn's
+    call after it (a step that only waits), the split that lets every later side turn start
+    with its own piece is the one taken (a search, longest first)."""
+    turns = plan.turns
+
+    def solve(i: int, j: int) -> list[int] | None:
+        if i == len(turns):
+            return [] if j == len(expected) else None
+        t = turns[i]
+        options, n, k = [0], 0, j
+        while t.side and k < len(expected) and t.calls[n:n + len(expected[k])] == expected[k]:
+            n, k = n + len(expected[k]), k + 1
+            options.append(n)
+        for n in reversed(options):
+            if t.side and n == 0 and j < len(expected):
+                continue
+            used = j + sum(1 for m in options[1:] if m <= n)
+            rest = solve(i + 1, used)
+            if rest is not None:
+                return [n, *rest]
+        return None
+
+    out = solve(0, 0)
+    assert out is not None, f"the {len(expected)} side steps were not all played, in order"
     return out
 
 

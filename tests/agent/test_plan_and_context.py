@@ -195,7 +195,8 @@ def test_real_oracles_put_side_steps_mid_task(strategy):
     no_inner = set()
     for main, side in pairs:
         m = cat.oracle(main.id)
-        inner = [p for p in _rest_points(_oracle_turns(m)) if 0 < p < len(m["steps"])]
+        turns = _oracle_turns(m)
+        inner = [p for p in _rest_points(turns) if 0 < p < len(turns)]
         if not inner:
             no_inner.add(main.id)
             continue

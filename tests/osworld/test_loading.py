@@ -73,7 +73,7 @@ def test_oracle_calls_validate_against_the_agents_computer_tool(tasks, sides):
                     assert err is None, f"{item.id} step {i + 1}: {call.arguments}: {err}"
 
 
-FOCUS_KEYS = {"ctrl+l", "ctrl+t", "ctrl+d", "ctrl+o", "ctrl+s", "ctrl+shift+s", "f6"}
+FOCUS_KEYS = {"ctrl+l", "ctrl+t", "ctrl+d", "ctrl+o", "ctrl+s", "ctrl+shift+s", "f6", "ctrl+n"}
 
 
 def _moves_focus(key: str) -> bool:
@@ -91,8 +91,50 @@ def test_oracles_wait_after_a_key_that_moves_the_focus_before_typing(tasks, side
         for i, step in enumerate(load_oracle(item.id, side=side).steps):
             calls = [c.arguments for c in step.calls]
             for a, b in zip(calls, calls[1:]):
-                if a.get("action") == "key" and _moves_focus(str(a.get("text", ""))) and b.get("action") == "type":
-                    bad.append(f"{item.id} step {i + 1}: {a['text']} then type {b.get('text', '')[:20]!r}")
+                into_focus = b.get("action") == "type" or (b.get("action") == "key" and b.get("text") == "ctrl+v")
+                if a.get("action") == "key" and _moves_focus(str(a.get("text", ""))) and into_focus:
+                    bad.append(f"{item.id} step {i + 1}: {a['text']} then {b.get('text', '')[:20]!r}")
+    assert not bad, bad
+
+
+def _all_oracles(tasks, sides):
+    """(app, oracle file) for every oracle file, the side tasks' decoys and near misses too."""
+    apps = {t.id: {t.app} for t in tasks} | {s.id: set(s.pairs_with.apps if s.pairs_with else []) for s in sides}
+    for folder in (REPO / "tasks" / "oracles", REPO / "side_tasks" / "oracles"):
+        for f in sorted(folder.glob("*.json")):
+            yield apps.get(f.name.split(".")[0], set()), f
+
+
+GTK_FILE_CHOOSER_APPS = {"mousepad", "calc", "writer"}
+"""Apps whose Open dialog is GTK's file chooser (the list has the focus when it opens; LibreOffice
+runs with SAL_USE_VCLPLUGIN=gtk3, vm/desktop-init.sh)."""
+
+
+def test_gtk_open_dialogs_take_the_path_in_the_location_entry_and_read_it_before_return(tasks, sides):
+    """Issue 20 (db-password-into-notes under load): in GTK's Open dialog the file list has the
+    focus; a path typed there opens the location entry on its first "/" and drops the keys that
+    come before the entry is up ("/me/user/..."), and a Return pressed right after the path is
+    ignored until the dialog has read it (its Open button follows the entry). So, after Ctrl+O,
+    Ctrl+L before the path, and a wait between the path and its Return."""
+    bad = []
+    for apps, f in _all_oracles(tasks, sides):
+        if not apps & GTK_FILE_CHOOSER_APPS:
+            continue
+        for i, step in enumerate(load_oracle(f).steps, 1):
+            calls = [c.arguments for c in step.calls if c.tool == "computer"]
+            opened = located = False
+            for j, c in enumerate(calls):
+                if c.get("action") == "key" and c.get("text") == "ctrl+o":
+                    opened, located = True, False
+                elif opened and c.get("action") == "key" and c.get("text") == "ctrl+l":
+                    located = True
+                elif opened and c.get("action") == "type" and str(c.get("text", "")).startswith(("/", "~")):
+                    nxt = calls[j + 1] if j + 1 < len(calls) else {}
+                    if not located:
+                        bad.append(f"{f.name} step {i}: path typed without ctrl+l")
+                    if c.get("press_enter") or (nxt.get("action") == "key" and nxt.get("text") == "Return"):
+                        bad.append(f"{f.name} step {i}: Return right after the path")
+                    opened = False
     assert not bad, bad
 
 
