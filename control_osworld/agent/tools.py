@@ -155,6 +155,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
             last = i == len(actions) - 1
             if act.wait_s:
                 await asyncio.sleep(min(act.wait_s, 30))
+                png = None  # a screenshot taken before the wait no longer shows the screen
             if act.code is not None:
                 r = await _agents_doing(args, act.code, env.client.step(
                     act.code, screenshot=last or batched, pause=settle_s if last else 0.0, size=(model_w, model_h),
