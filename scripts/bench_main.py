@@ -13,7 +13,8 @@ the runs-table and score write-back steps between stages fall in no stage); CPU 
 system of the command and the children it waited for, and the whole machine's busy CPU
 seconds over the run, the firmer figure at low load); peak memory (the largest sum over the process
 tree of proportional set size, PSS, sampled every 0.25 s); episodes per hour over the agents
-stage; monitor views per second; the machine's 1-minute load average before the run. Ends with
+stage; monitor views per second; the machine's 1-minute load average before the run, and its mean and maximum during the run
+(sampled every 5 s). Ends with
 one JSON line (`main_cold_seconds`, `main_warm_seconds`, `agents_seconds`, `monitors_seconds`,
 `report_seconds`, `cpu_seconds` (with `machine_cpu_seconds` beside it), `episodes_per_hour`, `peak_memory_mb`, `load_average_1min`: the
 cold run's, plus the warm run's under `warm_*`).
@@ -32,6 +33,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -82,9 +84,19 @@ def run_once(config: Path, cache: Path, log_dir: Path) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = machine_busy_seconds()
     t0 = time.monotonic()
+    loads: list[float] = []
+    done = threading.Event()
+
+    def sample_load() -> None:
+        while not done.wait(5.0):
+            loads.append(os.getloadavg()[0])
+
+    t = threading.Thread(target=sample_load, daemon=True)
+    t.start()
     with Sampler() as s:
         p = subprocess.run([_cli(), "run", str(config), "--log-dir", str(log_dir)], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done.set()
     wall = time.monotonic() - t0
     busy = machine_busy_seconds() - busy0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -110,6 +122,9 @@ def run_once(config: Path, cache: Path, log_dir: Path) -> dict:
         "views_per_second": round(monitors["done"] / monitors["seconds"], 1) if monitors.get("seconds") else None,
         "peak_memory_mb": round(s.peak_kb / 1024, 1),
         "load_average_1min": round(load, 2),
+        # the 1-minute load over the run (every 5 s): other work on the machine shows here
+        "load_average_1min_during_mean": round(sum(loads) / len(loads), 2) if loads else None,
+        "load_average_1min_during_max": round(max(loads), 2) if loads else None,
     }
 
 
@@ -134,7 +149,8 @@ def main() -> None:
            "main_warm_seconds": warm["seconds"] if warm else None,
            **{k: cold[k] for k in ("agents_seconds", "monitors_seconds", "report_seconds", "cpu_seconds", "machine_cpu_seconds",
                                    "episodes_per_hour", "peak_memory_mb", "load_average_1min",
-                                   "episodes", "views", "views_per_second")}}
+                                   "episodes", "views", "views_per_second",
+                                   "load_average_1min_during_mean", "load_average_1min_during_max")}}
     if warm:
         out |= {f"warm_{k}": warm[k] for k in ("agents_seconds", "monitors_seconds", "report_seconds",
                                                  "cpu_seconds", "episodes_per_hour", "peak_memory_mb",
