@@ -1,5 +1,5 @@
 """The package as a wheel: built, installed non-editable into a fresh venv, run from another
-directory (scripts/wheel_check.sh, which .ci/run also runs), and what the wheel must carry."""
+directory (scripts/wheel_check.sh; CI runs it through this test), and what the wheel must carry."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from tests.desktop.conftest import local_ready
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 MAIN, SIDE = "mp-todo-new-file", "db-password-into-notes"
-N = 3
+N = 2
 
 
 @pytest.fixture(autouse=True)
