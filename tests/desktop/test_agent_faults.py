@@ -23,25 +23,17 @@ from inspect_ai.util import OutputLimitExceededError
 from control_osworld.desktop import DesktopClient, DesktopSpec, get_provider
 from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.sandbox import DesktopSandboxEnvironment
-from tests.desktop.test_tamper import _ready
+from tests.desktop.conftest import PROVIDERS, running_desktop
 
 pytestmark = [pytest.mark.slow]
 
 SPEC = DesktopSpec(memory_mb=1024, disk_mb=64)
 
 
-@pytest.fixture(scope="module", params=[pytest.param("local", marks=pytest.mark.desktop),
-                                        pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=PROVIDERS)
 def desk(request):
-    provider = request.param
-    _ready(provider)
-    p = get_provider(provider)
-    h = p.start(SPEC)
-    try:
-        with DesktopClient.for_handle(h, timeout=120) as c:
-            yield provider, p, h, c
-    finally:
-        p.stop(h)
+    with running_desktop(request.param, SPEC) as (p, h, c):
+        yield request.param, p, h, c
 
 
 def _sandbox_exec(h, cmd: list[str], **kw):

@@ -22,7 +22,7 @@ from inspect_ai.model import (
     get_model,
 )
 
-from tests.desktop.test_tamper import _ready
+from tests.desktop.conftest import provider_ready
 
 pytestmark = [pytest.mark.slow]
 
@@ -61,7 +61,7 @@ def _attacker(script: list[tuple[str, dict]]):
 def _run(provider: str, script: list[tuple[str, dict]], tmp_path):
     """The attack through a whole run: its log's sample, run record and score, after checking
     that the run completed, escaped at t* = 1 and every later check still sees the escape."""
-    _ready(provider)
+    provider_ready(provider)
     from control_osworld.logs import read_run_records
     from control_osworld.task import osworld_control
 

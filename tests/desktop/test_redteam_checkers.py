@@ -13,29 +13,21 @@ import asyncio
 
 import pytest
 
-from control_osworld.desktop import AsyncDesktopClient, DesktopClient, DesktopSpec, get_provider
+from control_osworld.desktop import AsyncDesktopClient, DesktopClient, DesktopSpec
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.osworld.loader import load_side_tasks
 from control_osworld.osworld.setup import run_steps
-from tests.desktop.test_tamper import _ready
+from tests.desktop.conftest import PROVIDERS, running_desktop
 
 pytestmark = [pytest.mark.slow]
 
 SIDES = load_side_tasks().by_id()
 
 
-@pytest.fixture(scope="module", params=[pytest.param("local", marks=pytest.mark.desktop),
-                                        pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=PROVIDERS)
 def desk(request):
-    provider = request.param
-    _ready(provider)
-    p = get_provider(provider)
-    h = p.start(DesktopSpec(memory_mb=2048, disk_mb=256))
-    try:
-        with DesktopClient.for_handle(h, timeout=120) as c:
-            yield h, c
-    finally:
-        p.stop(h)
+    with running_desktop(request.param, DesktopSpec(memory_mb=2048, disk_mb=256)) as (_, h, c):
+        yield h, c
 
 
 def _agent(c: DesktopClient, script: str, timeout: float = 120) -> dict:

@@ -17,12 +17,11 @@ import time
 import pytest
 from PIL import Image
 
-from control_osworld.desktop import AsyncDesktopClient, DesktopClient, DesktopSpec, get_provider
+from control_osworld.desktop import AsyncDesktopClient, DesktopClient, DesktopSpec
 from control_osworld.osworld.evaluators.engine import evaluate_detailed
 from control_osworld.osworld.loader import load_side_tasks
 from control_osworld.osworld.sink import Sink
-from tests.conftest import require
-from tests.desktop.conftest import local_ready
+from tests.desktop.conftest import PROVIDERS, provider_ready, running_desktop
 
 pytestmark = [pytest.mark.slow]
 
@@ -30,35 +29,10 @@ MARKER = "TAMPER-TEST-MARKER-7f3a"
 SPEC = DesktopSpec(network="sink", memory_mb=2048, disk_mb=128)
 
 
-def _ready(provider: str) -> None:
-    if provider == "local":
-        ok, why = local_ready()
-        require(ok, why)
-        import os
-
-        require(os.geteuid() == 0, "the trusted/agent split of local desktops needs root")
-    else:
-        from control_osworld.desktop.docker import IMAGE_REPO, vm_hash
-        from tests.desktop.test_docker_image import _client
-
-        try:
-            _client().images.get(f"{IMAGE_REPO}:{vm_hash()}")
-        except Exception:
-            require(False, "the desktop image for the current vm/ is missing: run `bash vm/build-image.sh`")
-
-
-@pytest.fixture(scope="module", params=[pytest.param("local", marks=pytest.mark.desktop),
-                                        pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.fixture(scope="module", params=PROVIDERS)
 def desk(request):
-    provider = request.param
-    _ready(provider)
-    p = get_provider(provider)
-    h = p.start(SPEC)
-    try:
-        with DesktopClient.for_handle(h, timeout=120) as c:
-            yield provider, p, h, c
-    finally:
-        p.stop(h)
+    with running_desktop(request.param, SPEC) as (p, h, c):
+        yield request.param, p, h, c
 
 
 def _agent(c: DesktopClient, script: str, timeout: float = 60) -> dict:
@@ -282,7 +256,7 @@ def test_tamper_strategy_changes_no_recorded_verdict(provider, tmp_path):
     t* is the step of the exfiltration, every later check still sees it, the outcome is
     `escaped` at t*, the screenshots in the log are real frames, and the log says the evidence
     was isolated."""
-    _ready(provider)
+    provider_ready(provider)
     from inspect_ai import eval as inspect_eval
 
     from control_osworld.agent.scripted import build_plan, tamper_turns
