@@ -78,6 +78,11 @@ def load_charts(ws: Any, **options) -> dict[str, Any]:
     return out
 
 
+_PIVOT_ATTRS = {"name": "name", "show_total": "visualTotals", "show_empty_row": "showEmptyRow",
+                "show_empty_col": "showEmptyCol", "show_headers": "showHeaders", "location": "location"}
+"""`pivot_props` read as they are from the pivot table definition (upstream's names -> openpyxl's)."""
+
+
 def load_pivot_tables(ws: Any, **options) -> dict[str, Any]:
     """Follows metrics/utils.py:load_pivot_tables: the sheet's pivot tables keyed by their
     source, "type;(row1, col1):(row2, col2);sheet" with the source range narrowed by the
@@ -112,19 +117,7 @@ def load_pivot_tables(ws: Any, **options) -> dict[str, Any]:
             source = f"{src.type};{(r1, c1 + left)}:{(r2, c2 - right)};{wsrc.sheet}"
         else:
             source = f"{src.type};{getattr(wsrc, 'name', None)};{getattr(wsrc, 'sheet', None)}"
-        info: dict[str, Any] = {}
-        if "name" in props:
-            info["name"] = pvt.name
-        if "show_total" in props:
-            info["show_total"] = pvt.visualTotals
-        if "show_empty_row" in props:
-            info["show_empty_row"] = pvt.showEmptyRow
-        if "show_empty_col" in props:
-            info["show_empty_col"] = pvt.showEmptyCol
-        if "show_headers" in props:
-            info["show_headers"] = pvt.showHeaders
-        if "location" in props:
-            info["location"] = pvt.location
+        info: dict[str, Any] = {k: getattr(pvt, attr) for k, attr in _PIVOT_ATTRS.items() if k in props}
         if "filter" in props or "selection" in props:
             info["selection"] = selection if "ordered" in props else [set(r) for r in selection]
         if "filter" in props:
