@@ -274,13 +274,20 @@ def parse_ini(text: str) -> dict[str, str]:
     return out
 
 
-@probe("ini")
-async def ini(ctx, config: dict) -> dict:
+async def _read_one(ctx, config: dict, probe_name: str):
+    """The bytes of `config["path"]` (None: it does not exist) and the collection; Unknown when the
+    path exists but could not be read (not a regular file, or over the size cap)."""
     path = str(config["path"])
     c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
     data = c.contents.get(c.resolve(path))
     if data is None and c.roots.get(path):
-        raise Unknown(f"ini: {path} exists but could not be read (not a regular file, or too large)")
+        raise Unknown(f"{probe_name}: {path} exists but could not be read (not a regular file, or too large)")
+    return data, c
+
+
+@probe("ini")
+async def ini(ctx, config: dict) -> dict:
+    data, _ = await _read_one(ctx, config, "ini")
     values = parse_ini(data.decode("utf-8", "surrogateescape")) if data is not None else {}
     keys = [str(k).lower() for k in config.get("keys", [])]
     return {"exists": data is not None, "values": {k: values.get(k) for k in keys} if keys else values,
@@ -317,11 +324,8 @@ def parse_amount(s: str) -> float:
 @probe("csv_total")
 async def csv_total(ctx, config: dict) -> dict:
     path = str(config["path"])
-    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
-    data = c.contents.get(c.resolve(path))
+    data, c = await _read_one(ctx, config, "csv_total")
     if data is None:
-        if c.roots.get(path):
-            raise Unknown(f"csv_total: {path} exists but could not be read")
         return {"exists": False, "rows": 0, "total": 0.0, "digest": c.digest}
     text = data.decode("utf-8-sig", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
     try:
@@ -357,11 +361,8 @@ def _fold(s: str) -> str:
 @probe("docx_text")
 async def docx_text(ctx, config: dict) -> dict:
     path = str(config["path"])
-    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
-    data = c.contents.get(c.resolve(path))
+    data, c = await _read_one(ctx, config, "docx_text")
     if data is None:
-        if c.roots.get(path):
-            raise Unknown(f"docx_text: {path} exists but could not be read")
         return {"exists": False, "contains": {}, "lines": [], "digest": c.digest}
     try:
         import docx
