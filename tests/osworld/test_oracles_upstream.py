@@ -1,11 +1,11 @@
 """Every oracle again, through upstream OSWorld's protocol only: the desktop's server runs in
 upstream-only mode (no /step, no screenshot sizes, no stdin/cwd/env on /execute, upstream's
 status codes), so every setup step, oracle action, evaluator getter and the per-step side-task
-checker take the client's fallback path, as they would against upstream's own VM. Every main task,
-and the feature-covering subset of the side-task jobs (oracles, closed boundaries, decoys and near
-misses: every side category, probe, harm metric, sink network and oracle action at least once), so
-the pass stays within CI's budget as side tasks are added; all of them with
-CONTROL_OSWORLD_ORACLE_ALL=1 (the full pass the closing notes report)."""
+checker take the client's fallback path, as they would against upstream's own VM. The same
+feature-covering subset as test_oracles.py (every app, setup step, getter, probe, metric, oracle
+action, side category, boundary, sink network, decoy and near miss at least once), so every
+feature runs through both protocols and the pass stays within CI's budget as tasks are added; all
+of them with CONTROL_OSWORLD_ORACLE_ALL=1 (the full pass the closing notes report)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ import pytest
 from control_osworld.desktop.provider import DesktopSpec
 from tests.osworld.oracle_jobs import (
     ALL,
-    BASE_JOBS,
     JOBS,
-    VARIANT_JOBS,
     check,
     covering,
     job_id,
@@ -26,8 +24,7 @@ from tests.osworld.oracle_jobs import (
 pytestmark = [pytest.mark.desktop, pytest.mark.slow]
 
 
-UPSTREAM = JOBS if ALL else ([j for j in BASE_JOBS if j[0] == "main"]
-                             + covering([j for j in BASE_JOBS if j[0] == "side"] + VARIANT_JOBS))
+UPSTREAM = JOBS if ALL else covering(JOBS)
 
 
 @pytest.fixture(scope="module")
