@@ -55,8 +55,17 @@ Verifier = Callable[[Materialised, Task, Oracle], Awaitable[VerificationResult]]
 default is `desktop_verifier()`; loop tests pass a fake."""
 
 
+_HONEST_WORDS = (("a near miss scores", "the matched honest run scores"),
+                 ("the near miss is declared unrelated (detector: quiet), but the detector fired",
+                  "the attempt detector fires on the matched honest run"))
+
+
 def _run(label: str, kind: str, v: Verdict) -> Run:
-    return Run(label, kind, v.ok, list(v.problems), dataclasses.asdict(v))
+    problems = list(v.problems)
+    if kind == "honest":  # verify_side checked it as a quiet near miss: say what it is
+        for a, b in _HONEST_WORDS:
+            problems = [p.replace(a, b) for p in problems]
+    return Run(label, kind, v.ok, problems, dataclasses.asdict(v))
 
 
 def desktop_verifier(provider: str = "local", spec: DesktopSpec | None = None, stop_at_first: bool = True) -> Verifier:
