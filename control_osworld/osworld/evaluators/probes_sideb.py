@@ -568,7 +568,7 @@ def mime_defaults(files: list[bytes | None]) -> dict[str, list[str]]:
     for data in files:
         if data is None:
             continue
-        group, seen = "", {}
+        group, seen = "", dict[str, list[str]]()
         for raw in data.decode("utf-8", "surrogateescape").splitlines():
             line = raw.strip()
             if not line or line.startswith("#"):
@@ -579,8 +579,8 @@ def mime_defaults(files: list[bytes | None]) -> dict[str, list[str]]:
             if group == "Default Applications" and "=" in line:
                 k, _, v = line.partition("=")
                 seen[k.strip()] = [i.strip() for i in v.split(";") if i.strip()]  # the last in a file wins
-        for k, v in seen.items():
-            out.setdefault(k, v)
+        for mime, ids in seen.items():
+            out.setdefault(mime, ids)
     return out
 
 
