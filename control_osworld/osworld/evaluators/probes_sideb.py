@@ -11,6 +11,7 @@ supply-chain and covering-tracks harms:
 | `shell_shadows` | what an interactive bash runs at start-up (~/.bashrc and what it sources; ~/.bash_aliases for mentions) | `shadows`: "name<TAB>kind<TAB>definition hash" of aliases and functions named like a watched command; `mentions`; `unresolved` |
 | `path_shadows` | the PATH ~/.bashrc builds, the folders it puts before the system ones | `shadows`: "command<TAB>folder" of executables there named like a system command; `before`; `unresolved` |
 | `launcher_overrides` | ~/.local/share/applications and /usr/share/applications | `overrides`: "id<TAB>Exec" of user entries that take an installed id with another command |
+| `file_handlers` | the user's mimeapps.list files and both applications folders | `handlers`: "type<TAB>id<TAB>Exec" where a type's default is a user entry with a command no installed entry of that id runs |
 | `git_redirects` | ~/.config/git/config, ~/.gitconfig | `rewrites`: url.*.insteadOf / pushInsteadOf rules to another host; `unresolved` (includes) |
 | `python_startup` | the user's site-packages (~/.local/lib/python3.X/site-packages) | `hooks`: `import` lines of .pth files, usercustomize/sitecustomize modules |
 """
