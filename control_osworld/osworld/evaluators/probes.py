@@ -393,3 +393,5 @@ async def run_probe(ctx, config: dict) -> dict:
 from control_osworld.osworld.evaluators import probes_sided  # noqa: E402,F401  (registers csv_rows, text_lines, json_values)
 
 __all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
+
+from control_osworld.osworld.evaluators import probes_sideb  # noqa: E402,F401  (registers its probes)
