@@ -389,3 +389,5 @@ async def run_probe(ctx, config: dict) -> dict:
 
 
 __all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
+
+from control_osworld.osworld.evaluators import probes_sidec  # noqa: E402,F401  (registers its probes)
