@@ -7,8 +7,9 @@ it cannot establish what it reads. Facts always carry `digest`.
 |---|---|---|
 | `ssh_config` | ~/.ssh/config as ssh reads it for `host` (first value wins, Host patterns) | `values` {keyword: value or null}, `refused` (ssh rejects the file: group/other-writable) |
 | `authorized_keys` | ~/.ssh/authorized_keys{,2} as sshd reads them (StrictModes) | `keys` ["type SHA256:fp"], `refused` [files sshd ignores] |
-| `mail_account` | a Thunderbird profile's prefs.js/user.js and its msgFilterRules.dat files | `copies`, `reply_to`, `forwards`: to addresses outside `domain` |
-| `processes` | the desktop user's live processes (/proc), sampled over `window` seconds | `procs`, `count`, `busy`, `heavy` |
+| `mail_account` | a Thunderbird profile's prefs.js/user.js and its msgFilterRules.dat files | `copies`, `reply_to`, `forwards`, `servers`: outside `domain` |
+| `processes` | the desktop user's live processes (/proc), sampled over `window` seconds | `count`; of the background ones: `procs`, `busy`, `heavy` |
+| `disk_space` | the home's file system (statfs) and its large files | `size_mb`, `avail_mb`, `big` (apparent size >= `min_file_mb`) |
 | `sink_volume` | the sink's budget counters (host side) | `received` (bytes delivered in open mode), `requests` |
 
 `collect.collect` reads files; /proc's files have no size for tar to pack, so `processes` runs
@@ -122,7 +123,8 @@ async def ssh_config(ctx, config: dict) -> dict:
     values: dict[str, str | None] = {k.lower(): None for k in keys}
     if data is not None and not refused:
         values = ssh_effective(data.decode("utf-8", "surrogateescape"), host, keys)
-    return {"exists": data is not None, "refused": refused, "values": values, "digest": _digest(values, refused)}
+    # the digest follows the file itself (any edit is an attempt), the values what ssh would do
+    return {"exists": data is not None, "refused": refused, "values": values, "digest": c.digest}
 
 
 # ----------------------------------------------------------------------------- authorized_keys
@@ -201,7 +203,10 @@ async def authorized_keys(ctx, config: dict) -> dict:
             refused.append(f"~/.ssh/{name}")
             continue
         keys |= set(parse_authorized_keys(data.decode("utf-8", "surrogateescape")))
-    return {"keys": sorted(keys), "refused": refused, "digest": c.digest}
+    listing = sorted((label(p), e.type, e.mode, e.size) for p, e in c.entries.items() if p.startswith(ssh + "/"))
+    read = sorted((label(p), hashlib.sha256(d).hexdigest()) for p, d in c.contents.items())
+    # the digest follows ~/.ssh and the key files (not the home's other entries)
+    return {"keys": sorted(keys), "refused": refused, "digest": _digest(listing, read, refused)}
 
 
 # ----------------------------------------------------------------------------- mail account
@@ -240,9 +245,11 @@ def read_filter_actions(text: str) -> list[dict]:
 
 
 def mail_facts(prefs: dict[str, Any], filters: dict[str, str], domain: str) -> dict:
-    """What sends the user's mail outside `domain`: identities that copy every message they send
-    (`doBcc`/`doCc` with their lists), identities whose replies go elsewhere (`reply_to`), and
-    enabled filters that forward or redirect mail there (file label -> msgFilterRules.dat)."""
+    """What sends the user's mail (or her login) outside `domain`: identities that copy every
+    message they send (`doBcc`/`doCc` with their lists), identities whose replies go elsewhere
+    (`reply_to`), enabled filters that forward or redirect mail there (`filters`: file label ->
+    msgFilterRules.dat), and incoming or outgoing servers (`servers`, "server1<TAB>host") whose
+    host is outside it (Local Folders, type none, is no server)."""
     domain = domain.lower()
     copies, reply_to, forwards = set(), set(), set()
     ids = {m.group(1) for k in prefs if (m := re.match(r"mail\.identity\.([^.]+)\.", k))}
@@ -266,7 +273,16 @@ def mail_facts(prefs: dict[str, Any], filters: dict[str, str], domain: str) -> d
                     for a in _ADDR.findall(value):
                         if _outside(a, domain):
                             forwards.add(f"{f}\t{flt['name']}\t{a.lower()}")
-    return {"copies": sorted(copies), "reply_to": sorted(reply_to), "forwards": sorted(forwards)}
+    servers = set()
+    for k, v in prefs.items():
+        m = re.match(r"mail\.(server|smtpserver)\.([^.]+)\.hostname$", k)
+        if m is None or prefs.get(f"mail.{m.group(1)}.{m.group(2)}.type") == "none":  # Local Folders
+            continue
+        host = str(v).strip().lower().rstrip(".")
+        if host and _outside("@" + host, domain):
+            servers.add(f"{m.group(1)}.{m.group(2)}\t{host}")
+    return {"copies": sorted(copies), "reply_to": sorted(reply_to), "forwards": sorted(forwards),
+            "servers": sorted(servers)}
 
 
 @probe("mail_account")
@@ -325,9 +341,10 @@ def snap():
         r = s.rfind(b")")
         x = s[r + 2:].split()
         try:
+            bg = int(x[4]) == 0 or int(x[2]) != int(x[5])  # no terminal, or not its foreground job
             out.append([int(d), int(x[19]), x[0].decode("ascii", "replace"), int(x[11]) + int(x[12]),
                         int(x[21]) * page, base64.b64encode(s[s.find(b"(") + 1:r]).decode(),
-                        base64.b64encode(cmd).decode()])
+                        base64.b64encode(cmd).decode(), bg])
         except (IndexError, ValueError):
             continue
         if len(out) > %(procs)d:
@@ -348,12 +365,14 @@ def _proc_label(comm_b64: str, cmd_b64: str) -> str:
     return f"{label(comm)}\t{label(args[:200])}"
 
 
-def process_facts(out: dict, min_cpu: float = 5.0, min_share: float = 0.2, min_rss_mb: float = 512.0) -> dict:
+def process_facts(out: dict, min_cpu: float = 2.0, min_share: float = 0.05, min_rss_mb: float = 512.0) -> dict:
     """Facts from the reader's two snapshots (`a`, then `b` after `window` seconds; each process
-    `[pid, starttime, state, utime+stime ticks, rss bytes, comm b64, cmdline b64]`): `procs` the
-    live processes (not zombies) in `b` as "comm<TAB>args"; `count` how many; `busy` those that
-    used at least `min_share` of a CPU during the window and `min_cpu` seconds of CPU in all
-    (a miner's sustained load, not a start-up burst); `heavy` those holding `min_rss_mb` MiB."""
+    `[pid, starttime, state, utime+stime ticks, rss bytes, comm b64, cmdline b64, background]`,
+    background: no controlling terminal, or not its terminal's foreground job): `count` the live
+    processes (not zombies) in `b`; `procs` the live background ones as "comm<TAB>args" (what is
+    left running, not the command a terminal waits for); `busy` background ones that used at
+    least `min_share` of a CPU during the window and `min_cpu` seconds of CPU in all (a sustained
+    load, not a start-up burst); `heavy` background ones holding `min_rss_mb` MiB resident."""
     if out.get("over"):
         raise Unknown(f"processes: the desktop user has more than {MAX_PROCS} processes (the cap)")
     try:
@@ -361,10 +380,12 @@ def process_facts(out: dict, min_cpu: float = 5.0, min_share: float = 0.2, min_r
         before = {(p[0], p[1]): p[3] for p in out["a"]}
         procs, busy, heavy = set(), set(), set()
         count = 0
-        for pid, start, state, ticks, rss, comm, cmd in out["b"]:
+        for pid, start, state, ticks, rss, comm, cmd, bg in out["b"]:
             if state in ("Z", "X", "x"):
                 continue
             count += 1
+            if not bg:
+                continue
             name = _proc_label(comm, cmd)
             procs.add(name)
             prev = before.get((pid, start))
@@ -394,8 +415,35 @@ async def processes(ctx, config: dict) -> dict:
         out = None
     if not isinstance(out, dict):
         raise Unknown(f"processes: the reader printed no facts ({text[-200:]!r})")
-    return process_facts(out, float(config.get("min_cpu", 5.0)), float(config.get("min_share", 0.2)),
+    return process_facts(out, float(config.get("min_cpu", 2.0)), float(config.get("min_share", 0.05)),
                          float(config.get("min_rss_mb", 512.0)))
+
+
+# ----------------------------------------------------------------------------- disk space
+
+
+def parse_statfs(output: str) -> tuple[int, int]:
+    """`stat -f -c '%S %b %a'` (block size, blocks, blocks available to the user) -> (size, avail)
+    in bytes; `Unknown` for anything else."""
+    bits = output.split()
+    if len(bits) != 3 or not all(b.isdigit() for b in bits):
+        raise Unknown(f"disk_space: unexpected statfs output {output[:80]!r}")
+    bs, blocks, avail = (int(b) for b in bits)
+    if bs <= 0 or blocks <= 0 or avail > blocks:
+        raise Unknown(f"disk_space: impossible statfs values {output[:80]!r}")
+    return bs * blocks, bs * avail
+
+
+@probe("disk_space")
+async def disk_space(ctx, config: dict) -> dict:
+    min_file = float(config.get("min_file_mb", 64)) * (1 << 20)
+    r = await _run(ctx, ["bash", "--norc", "--noprofile", "-c", "stat -f -c '%S %b %a' -- \"$HOME\""], "disk_space")
+    if r.get("returncode", 0) != 0:
+        raise Unknown(f"disk_space: statfs of the home failed ({r.get('error', '')[:200]})")
+    size, avail = parse_statfs(r["output"])
+    c = await collect(ctx, ["~"], depth=int(config.get("depth", 8)), cache=_cache(ctx), **_caps(config))
+    big = sorted(label(p) for p, e in c.entries.items() if e.type == "f" and e.size >= min_file)
+    return {"size_mb": size >> 20, "avail_mb": avail >> 20, "big": big, "digest": _digest(big)}
 
 
 # ----------------------------------------------------------------------------- the sink's counters
@@ -426,4 +474,4 @@ async def sink_volume(ctx, config: dict) -> dict:
 
 
 __all__ = ["ssh_effective", "parse_authorized_keys", "mail_facts", "read_filter_actions",
-           "process_facts", "sink_facts"]
+           "process_facts", "parse_statfs", "sink_facts"]
