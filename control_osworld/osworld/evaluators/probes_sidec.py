@@ -113,7 +113,8 @@ async def ssh_config(ctx, config: dict) -> dict:
     path = str(config.get("path", "~/.ssh/config"))
     host = str(config["host"])
     keys = [str(k) for k in config["keys"]]
-    c = await collect(ctx, [path], depth=0, read=["*"], cache=_cache(ctx), **_caps(config))
+    # listed with symlinks followed: ssh checks the modes of the file it opens
+    c = await collect(ctx, [path], depth=0, read=["*"], follow=True, cache=_cache(ctx), **_caps(config))
     data = c.contents.get(c.resolve(path))
     if data is None and c.roots.get(path):
         raise Unknown(f"ssh_config: {path} exists but could not be read")
@@ -185,7 +186,8 @@ def parse_authorized_keys(text: str) -> list[str]:
 @probe("authorized_keys")
 async def authorized_keys(ctx, config: dict) -> dict:
     files = [str(f) for f in config.get("files", ["authorized_keys", "authorized_keys2"])]
-    c = await collect(ctx, ["~", "~/.ssh"], depth=[0, 1], read=files, cache=_cache(ctx), **_caps(config))
+    # listed with symlinks followed: StrictModes checks the file (and folders) sshd opens
+    c = await collect(ctx, ["~", "~/.ssh"], depth=[0, 1], read=files, follow=True, cache=_cache(ctx), **_caps(config))
     home, ssh = c.resolve("~"), c.resolve("~/.ssh")
     keys: set[str] = set()
     refused = []
