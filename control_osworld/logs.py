@@ -226,6 +226,8 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
         "attempt_detector": traj.attempt_detector,
         "env_side_task_id": _meta(sample).get("env_side_task_id"),
         "honest_matching": _meta(sample).get("honest_matching"),
+        # the side task whose environment the run has: an attack run's, a matched honest run's
+        "side_task_category": _meta(sample).get("side_task_category") or _meta(sample).get("env_side_task_category"),
         # logs from before action spaces all used the computer tool
         "action_space": _meta(sample).get("action_space") or "computer",
         "design": _meta(sample).get("design"),

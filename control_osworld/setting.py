@@ -139,6 +139,7 @@ class OSWorldControlSetting(Setting):
             "env_side_task_id": env.id if env is not None else None,
             "honest_matching": self.honest_matching,
             "side_task_category": side.category if side is not None else None,
+            "env_side_task_category": env.category if env is not None else None,
             "hand_held_instruction": self.hand_held_instruction,
             "side_task_instruction": variant,
             "side_task_instruction_note": note,

@@ -317,6 +317,8 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
         render.write_csv(df, out / f"{name}.csv")
         written[f"{name}.csv"] = out / f"{name}.csv"
 
+    _write_by_category(table_runs, runs, scores, opts, progress, out, write, written, header)
+
     steps_df, summary, fig = hazard_tables(runs, opts.n_resamples, opts.seed, opts.level, errors, cluster=opts.cluster)
     write("hazards.md", render_hazards_markdown(summary, opts.n_resamples, opts.level, opts.seed, errors, header))
     classes.to_csv(out / "attack_classes.csv", index=False, lineterminator="\n")
@@ -356,6 +358,35 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
     write("summary.md", _summary(runs, scores, t3, t4, summary, sections[0][1], opts, errors, unmatched, sorted(written), side_audits,
                                  summary_lines(ptab, popts), ex, unk))
     step()
+
+
+def _write_by_category(table_runs, runs, scores, opts, progress, out: Path, write, written, header) -> None:
+    """categories.md (+ CSVs): runs and attack success per category and strategy; Tables 3/4
+    per category (table3_by_category.*, table4_by_category.*), split by action space as above."""
+    from control_osworld.analysis import categories as cat
+
+    per_cat, success, strat = cat.runs_by_category(runs), cat.attack_success(runs), cat.attack_success(runs, True)
+    write("categories.md", cat.render_markdown(per_cat, success, strat, header))
+    for name, df in (("runs_by_category", per_cat), ("attack_success_by_category", success),
+                     ("attack_success_by_category_strategy", strat)):
+        df.to_csv(out / f"{name}.csv", index=False, float_format="%.6g", lineterminator="\n")
+        written[f"{name}.csv"] = out / f"{name}.csv"
+    att_cats = sorted(set(cat.category_of(table_runs)[(table_runs["eval_mode"] == "attack").to_numpy()]))
+    for name, fn, per_step, title in (("table3", tables.table3, False, "Table 3: full-trajectory monitors"),
+                                      ("table4", tables.table4, True, "Table 4: per-step monitors")):
+        if len(att_cats) <= 1:  # one category (or none): its table is the main one, not computed twice
+            what = f"every attack run is of category {att_cats[0]}" if att_cats else "no attack runs"
+            write(f"{name}_by_category.md", f"# {title} by category\n\n{what.capitalize()}: see {name}.md.\n")
+            continue
+        df = cat.by_category(lambda r, s, o, p, fn=fn: by_action_space(fn, r, s, o, p), table_runs, scores, opts, progress)
+        keys = [k for k in ("side_task_category", "action_space") if k in df.columns]
+        parts = [] if df.empty else [(g if isinstance(g, tuple) else (g,), d.drop(columns=keys))
+                                     for g, d in df.groupby(keys, sort=False)]
+        md = [render.render_markdown(d, f"{title} (category {g[0]}" + (f", action space {g[1]}" if len(g) > 1 else "") + ")",
+                                     opts, per_step) for g, d in parts]
+        write(f"{name}_by_category.md", "\n".join(md) if md else f"# {title} by category\n\nNo attack runs.\n")
+        render.write_csv(df, out / f"{name}_by_category.csv")
+        written[f"{name}_by_category.csv"] = out / f"{name}_by_category.csv"
 
 
 def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:

@@ -46,7 +46,8 @@ RUN_COLUMNS = (
 OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
                         "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
                         "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
-                        "main_unknown", "side_unknown", "attempts", "escape_log", "action_space")
+                        "main_unknown", "side_unknown", "attempts", "escape_log", "action_space",
+                        "side_task_category")
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
 # outcome was recorded (the outcome stands); unknown_checks: steps whose side-task check could
 # not decide (null: not recorded); main_unknown / side_unknown: why the final verdict is
@@ -55,7 +56,9 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
 # design*: the pairings design the run came from (`rules`, or a pairings file's name, file, k and
 # how many pairings it declares);
 # side_task_instruction: which wording an attack run got (instruction | hand_held_instruction);
-# action_space: the agent's desktop tool (computer | pyautogui | computer_13; agent/spaces.py).
+# action_space: the agent's desktop tool (computer | pyautogui | computer_13; agent/spaces.py);
+# side_task_category: the category of the side task whose environment the run has (an attack run's
+# side task, a matched honest run's env_side_task_id); analysis/categories.py.
 ACTION_SPACES = ("computer", "pyautogui", "computer_13")
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)
@@ -261,6 +264,7 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["unknown_checks"] = _to_int(df, "unknown_checks", path, nullable=True, minimum=0)
     out["attempts"] = _to_int(df, "attempts", path, nullable=True, minimum=1)
     out["design"] = _to_str(df, "design", path, nullable=True)
+    out["side_task_category"] = _to_str(df, "side_task_category", path, nullable=True)
     out["design_file"] = _to_str(df, "design_file", path, nullable=True)
     out["design_k"] = _to_int(df, "design_k", path, nullable=True, minimum=1)
     out["design_pairings"] = _to_int(df, "design_pairings", path, nullable=True, minimum=0)

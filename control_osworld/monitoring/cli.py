@@ -37,7 +37,7 @@ def read_logs(paths: list[Path]):
               help="Scores store folder (the analysis reads STORE/scores.parquet).")
 @click.option("--concurrency", default=8, show_default=True, help="Views scored at once.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Reply cache (default $XDG_CACHE_HOME/control-osworld/monitor-cache).")
+              help="Reply cache, the only one (default: STORE/cache/monitor, with $XDG_CACHE_HOME/control-osworld/monitor-cache behind it).")
 @click.option("--no-cache", is_flag=True, help="Ask the model again even when a reply is cached.")
 @click.option("--include-reasoning", is_flag=True, help="Also show monitors the agent's private reasoning (off by default).")
 @click.option("--into-logs", is_flag=True,

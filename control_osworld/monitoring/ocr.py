@@ -6,7 +6,10 @@ size (longest side 1024, JPEG) tesseract reads almost nothing of a terminal's or
 text, so S would show nothing (issue 18; scripts/bench_ocr.py measures recall and cost per
 variant on real desktop screens). Results are cached per screenshot hash in memory and on
 disk, whatever view or monitor config shows the screenshot: each distinct screenshot is OCR'd
-once, and a re-run OCRs nothing again.
+once, and a re-run OCRs nothing again. On disk: the scores store's own cache while a store is
+being scored (`caching_beside`, set by `score_runs`), with the user's cache
+(`$CONTROL_OSWORLD_OCR_CACHE`, default `$XDG_CACHE_HOME/control-osworld/ocr-cache`) behind it
+(monitoring/cache.py: caches travel with the scores).
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Iterator
 
-from .cache import default_cache_dir
+from .cache import FileLayers, default_cache_dir
 
-__all__ = ["OcrError", "ocr_text", "ocr_screen", "prepare_screen", "tesseract", "tesseract_available", "SCREEN_SCALE"]
+__all__ = ["OcrError", "caching_beside", "ocr_text", "ocr_screen", "prepare_screen", "tesseract", "tesseract_available", "SCREEN_SCALE"]
 
 _TIMEOUT_S = 60
 SCREEN_SCALE = 2.0
@@ -40,6 +45,25 @@ def tesseract_available() -> bool:
 
 def _cache_dir() -> Path:
     return Path(os.environ.get("CONTROL_OSWORLD_OCR_CACHE") or default_cache_dir().parent / "ocr-cache")
+
+
+_BESIDE: ContextVar[Path | None] = ContextVar("control_osworld_ocr_beside", default=None)
+
+
+@contextmanager
+def caching_beside(folder: Path | str | None) -> Iterator[None]:
+    """OCR results also go to (and are first read from) `folder` within this context (and the
+    threads `asyncio.to_thread` starts from it); None: the user's cache only."""
+    token = _BESIDE.set(Path(folder) if folder is not None else None)
+    try:
+        yield
+    finally:
+        _BESIDE.reset(token)
+
+
+def _layers() -> FileLayers:
+    beside = _BESIDE.get()
+    return FileLayers(([beside] if beside is not None else []) + [_cache_dir()], ".txt")
 
 
 _MEMO: dict[str, str] = {}  # digest -> text; texts are small, images are not kept
@@ -106,9 +130,25 @@ _INFLIGHT: dict[str, threading.Lock] = {}
 _INFLIGHT_LOCK = threading.Lock()
 
 
+_KEPT: set[tuple[Path, str]] = set()  # (store cache, digest) known to be on disk there
+
+
+def _memo(digest: str) -> str | None:
+    """The text OCR'd earlier in this process, also put into the store's cache if it lacks it."""
+    text = _MEMO.get(digest)
+    beside = _BESIDE.get()
+    if text is not None and beside is not None and (beside, digest) not in _KEPT:
+        layers = FileLayers([beside], ".txt")
+        if layers.read(digest) is None:
+            layers.write(digest, text)
+        _KEPT.add((beside, digest))
+    return text
+
+
 def _ocr_by_hash(digest: str, data: bytes, prepare=None) -> str:
-    if digest in _MEMO:
-        return _MEMO[digest]
+    memo = _memo(digest)
+    if memo is not None:
+        return memo
     # scoring tasks run in threads: the same screenshot asked for at once is OCR'd once
     with _INFLIGHT_LOCK:
         lock = _INFLIGHT.setdefault(digest, threading.Lock())
@@ -120,20 +160,16 @@ def _ocr_by_hash(digest: str, data: bytes, prepare=None) -> str:
 
 
 def _ocr_once(digest: str, data: bytes, prepare=None) -> str:
-    if digest in _MEMO:
-        return _MEMO[digest]
-    path = _cache_dir() / digest[:2] / f"{digest}.txt"
-    try:
-        _MEMO[digest] = path.read_text()
-        return _MEMO[digest]
-    except FileNotFoundError:
-        pass
+    memo = _memo(digest)
+    if memo is not None:
+        return memo
+    layers = _layers()
+    cached = layers.read(digest)
+    if cached is not None:
+        _MEMO[digest] = cached
+        return cached
     text = tesseract(prepare(data) if prepare is not None else data)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    layers.write(digest, text)
     _MEMO[digest] = text
     return text
 

@@ -20,9 +20,10 @@ from control_osworld.progress import StageProgress
 from control_osworld.trajectory import RunRecord
 
 from . import learned as learned_mod
-from .cache import ReplyCache
+from .cache import ReplyCache, beside_store
 from .config import MonitorConfig, parse_subsets
 from .judges import ModelJudge, ScoreOutcome, score_view, view_texts
+from .ocr import caching_beside
 from .store import ScoreStore
 from .views import render
 
@@ -141,7 +142,9 @@ async def score_runs_async(
     writer = _Writer(st)
     bar = _progress(len(singles) + sum(map(len, batches.values())), progress)
     sem = asyncio.Semaphore(max(1, concurrency))
-    judge = ModelJudge(ReplyCache(cache_dir, enabled=use_cache))
+    # caches travel with the scores (monitoring/cache.py): the store's own, the user's behind it
+    judge = ModelJudge(ReplyCache(cache_dir, enabled=use_cache) if cache_dir is not None
+                       else ReplyCache.beside(store, enabled=use_cache))
 
     def emit(item: _Item, out: ScoreOutcome, nbytes: int | None) -> None:
         row = _row(item, out, nbytes)
@@ -192,7 +195,8 @@ async def score_runs_async(
                                  f"P(attack) = {p:.3f} from a model fitted on {how}", attempts=1), nbytes)
 
     try:
-        await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
+        with caching_beside(beside_store(store) / "ocr"):  # the tasks gather starts copy this context
+            await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
     finally:
         writer.flush()
         bar.close()

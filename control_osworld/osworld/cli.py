@@ -1,4 +1,4 @@
-"""`control-osworld tasks list | validate | check TASK_ID | pairings [--generate] | fetch-assets [PATHS] | export-assets DEST |
+"""`control-osworld tasks list | validate | check TASK_ID | pairings [--generate] | author MAIN_TASK_ID | fetch-assets [PATHS] | export-assets DEST |
 import-assets SRC | verify-assets | coverage PATH`."""
 
 from __future__ import annotations
@@ -376,3 +376,12 @@ def _shown(p: Path) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(p)
+
+
+def _register_author() -> None:
+    from control_osworld.osworld.authoring.cli import author_cmd
+
+    tasks_group.add_command(author_cmd)
+
+
+_register_author()

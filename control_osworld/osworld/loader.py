@@ -29,7 +29,9 @@ from control_osworld.osworld.validity import check_side_task, check_task
 from control_osworld.resources import data_root, find
 
 REPO = data_root()
-SKIP_DIRS = {"oracles", "assets", "__pycache__"}
+SKIP_DIRS = {"oracles", "assets", "__pycache__", "drafts"}
+"""Not task files: oracles, assets, and `drafts/` (the authoring pipeline's audit beside the side
+tasks it admitted, `control-osworld tasks author --out DIR`)."""
 TASK_SKIP_DIRS = SKIP_DIRS | {"side_tasks"}
 """Main-task folders also skip `side_tasks/` (Control OSWorld keeps its side tasks there)."""
 

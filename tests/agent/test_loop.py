@@ -332,6 +332,7 @@ def test_matched_honest_runs_get_the_side_setup_but_not_its_objective(tmp_path):
     data = _matched_data(tmp_path)
     dirs = dict(tasks_dir=str(data / "tasks"), side_tasks_dir=str(data / "side_tasks"))
     side_text = Catalogue.load(**dirs).side("drop_marker").instruction
+    side_category = Catalogue.load(**dirs).side("drop_marker").category
     rows = {}
     for matching in ("matched", "per_main"):
         task = osworld_control(**dirs, mode="honest", main_tasks="write_note", honest_matching=matching)
@@ -348,4 +349,6 @@ def test_matched_honest_runs_get_the_side_setup_but_not_its_objective(tmp_path):
     assert m.main_task_success  # the side task's setup ran: its file was there
     assert m.outcome == "completed" and pd.isna(m.t_star) and pd.isna(m.attempt_detector)
     assert (p.sample_id, p.honest_matching) == ("write_note", "per_main") and pd.isna(p.env_side_task_id)
+    # the runs table's category is the environment's side task's (analysis/categories.py)
+    assert m.side_task_category == side_category and p.side_task_category is None
     assert not p.main_task_success  # no side setup, so the file the evaluator needs is missing

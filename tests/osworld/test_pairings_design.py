@@ -29,19 +29,31 @@ def _rules_pairs() -> list[tuple[str, str]]:
     return [(t.id, s.id) for t, s in cat.pairings(cat.runnable_main_tasks())]
 
 
-def test_the_default_design_is_the_rules_pairings_exactly(loaded):
+def test_the_default_design_is_generated_from_the_rules(loaded):
+    """The default design is the rules' pairings, at most `per_side` main tasks per side task
+    (more only where a main task would otherwise be in none): every pair is one a rule makes, and
+    the catalogue runs exactly its pairs in the rules' order."""
     d = dz.load_design(dz.DEFAULT_FILE)
-    assert [(p.main, p.side) for p in dz.ordered_pairs(d)] == _rules_pairs()
+    rules = _rules_pairs()
+    assert {(p.main, p.side) for p in d.pairings} <= set(rules)
+    assert [(p.main, p.side) for p in dz.ordered_pairs(d)] == [x for x in rules if x in {(p.main, p.side) for p in d.pairings}]
     cat = Catalogue.load()
     got = cat.pairings(cat.runnable_main_tasks(), design=dz.DEFAULT_FILE)
-    assert [(t.id, s.id) for t, s in got] == _rules_pairs()
+    assert [(t.id, s.id) for t, s in got] == [(p.main, p.side) for p in dz.ordered_pairs(d)]
     assert dz.check(d, "side_tasks/pairings.yaml", *loaded) == []
+    if d.per_side is not None:
+        per_side = Counter(p.side for p in d.pairings)
+        over = {s for s, n in per_side.items() if n > d.per_side}
+        assert all("beyond per_side" in p.reason for p in d.pairings if p.side in over
+                   and p.main != next(x for x in loaded[1] if x.id == p.side).main_task_id) or not over
 
 
 def test_the_committed_file_is_what_generate_writes(loaded, tmp_path):
-    """Regenerate after changing side tasks: control-osworld tasks pairings --generate."""
+    """Regenerate after changing side tasks: control-osworld tasks pairings --generate (with the
+    file's own k and --per-side)."""
+    d = dz.load_design(dz.DEFAULT_FILE)
     out = tmp_path / "p.yaml"
-    dz.write_design(dz.generate(*loaded), out)
+    dz.write_design(dz.generate(*loaded, k=d.k, per_side=d.per_side, name=d.design), out)
     assert out.read_text() == dz.DEFAULT_FILE.read_text()
 
 
@@ -63,35 +75,40 @@ def test_generated_design_reasons_and_exceptions(loaded):
 
 
 @pytest.mark.slow
-def test_the_offline_main_job_runs_the_same_samples_with_the_design(tmp_path):
-    """configs/offline.yaml reads side_tasks/pairings.yaml: the same runs (sample ids, order,
-    inputs, model and its seed) as the rules give without it; only the design keys are new."""
+def test_the_offline_main_job_runs_the_designs_samples(tmp_path):
+    """configs/offline.yaml reads side_tasks/pairings.yaml: of the runs the rules give without it,
+    exactly the design's pairings, with the same sample ids, order, inputs and model seed; only
+    the design keys are new."""
     from control_osworld.run import RunConfig, build_tasks
 
     cfg = RunConfig.load(REPO / "configs/offline.yaml")
     assert cfg.pairings_file == str(dz.DEFAULT_FILE) and cfg.hand_held_instruction is False
+    d = dz.load_design(dz.DEFAULT_FILE)
     with_design = build_tasks(cfg)
     without = build_tasks(cfg.model_copy(update={"pairings_file": None}))
     assert [t.name for t in with_design] == [t.name for t in without]
     new_keys = {"design", "design_file", "design_k", "design_pairings"}
     for a, b in zip(with_design, without):
-        sa, sb = list(a.dataset), list(b.dataset)
-        assert [s.id for s in sa] == [s.id for s in sb] and len(sa) > 0
-        assert [s.input for s in sa] == [s.input for s in sb]
+        sa = list(a.dataset)
+        sb = {s.id: s for s in b.dataset}
+        assert len(sa) > 0 and all(s.id in sb for s in sa)
+        order = [i for i in sb if i in {s.id for s in sa}]
+        assert [s.id for s in sa] == order
+        assert [s.input for s in sa] == [sb[s.id].input for s in sa]
         assert a.model.name == b.model.name and a.model.model_args == b.model.model_args  # same seed
-        for x, y in zip(sa, sb):
-            mx, my = dict(x.metadata), dict(y.metadata)
+        for x in sa:
+            mx, my = dict(x.metadata), dict(sb[x.id].metadata)
             ix, iy = mx.pop("metadata"), my.pop("metadata")
             assert mx == my
             assert {k: v for k, v in ix.items() if k not in new_keys} == {k: v for k, v in iy.items() if k not in new_keys}
             assert ix["design"] == "default" and ix["design_file"] == "side_tasks/pairings.yaml" and ix["design_k"] == 1
-            assert ix["design_pairings"] == len(dz.load_design(dz.DEFAULT_FILE).pairings)
+            assert ix["design_pairings"] == len(d.pairings)
             assert iy["design"] == "rules" and iy["design_k"] is None
     attack = [t for t in with_design if t.name.endswith("attack_attack_plain")]
     honest = [t for t in with_design if t.name.endswith("_honest")]
     # matched honest runs as today: one per pairing, same sample ids
     assert [s.id for s in attack[0].dataset] == [s.id for s in honest[0].dataset]
-    assert len(list(attack[0].dataset)) == len(dz.load_design(dz.DEFAULT_FILE).pairings)
+    assert len(list(attack[0].dataset)) == len(d.pairings)
 
 
 def _bad_design(tmp_path: Path) -> Path:
@@ -142,7 +159,7 @@ def test_cli_prints_and_checks(tmp_path):
     assert ok.exit_code == 0, ok.output
     summary = json.loads(ok.stdout.splitlines()[-1])
     d = dz.load_design(dz.DEFAULT_FILE)
-    assert summary["pairings"] == len(d.pairings) == len(_rules_pairs()) and summary["problems"] == 0
+    assert summary["pairings"] == len(d.pairings) and summary["problems"] == 0 and summary["per_side"] == d.per_side
     assert summary["per_side_min"] == min(Counter(p.side for p in d.pairings).values()) >= summary["k"]
     assert "os-archive-logs" in ok.stdout and "delete-ledger-backup" in ok.stdout
 
@@ -162,8 +179,12 @@ def test_generate_a_balanced_design(tmp_path, loaded):
     per_side = Counter(p.side for p in d.pairings)
     tasks, sides = loaded
     rules = Counter(s for _, s in _rules_pairs())
-    assert d.design == "balanced" and d.k == 2
-    assert per_side == Counter({s: min(3, n) for s, n in rules.items()})
+    assert d.design == "balanced" and d.k == 2 and d.per_side == 3
+    for s, n in rules.items():  # the cap, exceeded only to cover a main task no other pairing covers
+        assert per_side[s] >= min(3, n)
+        extra = [p for p in d.pairings if p.side == s and "beyond per_side 3" in p.reason]
+        assert per_side[s] - len(extra) == min(3, n)
+    assert {p.main for p in d.pairings} == {m for m, _ in _rules_pairs()}
     for s in sides:  # its own main task is always kept
         if s.id in per_side and s.main_task_id:
             assert any(p.main == s.main_task_id and p.side == s.id for p in d.pairings)

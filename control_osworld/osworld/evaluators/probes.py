@@ -15,6 +15,8 @@ Facts always carry `digest`: a hash of what was read that changes with any chang
 | `csv_total` | a CSV file | `rows` matching `match` in `match_column`, `total` of their `value_column` |
 | `docx_text` | a .docx file | `exists`, `contains` {needle: bool} (whitespace and case folded), `lines` with any of `watch` |
 
+`csv_rows`, `text_lines` and `json_values` (records a document holds) are in probes_sided.py.
+
 Paths in facts are `collect.label`s (a name that is not UTF-8 is `hex:...`).
 """
 
@@ -388,6 +390,8 @@ async def run_probe(ctx, config: dict) -> dict:
     return await fn(ctx, config)
 
 
-__all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
+from control_osworld.osworld.evaluators import probes_sided  # noqa: E402,F401  (registers csv_rows, text_lines, json_values)
 
-from control_osworld.osworld.evaluators import probes_sidec  # noqa: E402,F401  (registers its probes)
+from control_osworld.osworld.evaluators import probes_sidec  # noqa: E402,F401  (registers ssh, mail, process, disk, sink probes)
+
+__all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
