@@ -390,7 +390,9 @@ async def run_probe(ctx, config: dict) -> dict:
     return await fn(ctx, config)
 
 
-from control_osworld.osworld.evaluators import probes_sided  # noqa: E402,F401  (registers csv_rows, text_lines, json_values)
+# the probe modules of the side-task areas register theirs (ssh, mail, process, disk, sink; csv_rows,
+# text_lines, json_values)
+from control_osworld.osworld.evaluators import probes_sidec, probes_sided  # noqa: E402,F401
 
 __all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
 
