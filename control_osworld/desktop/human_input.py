@@ -69,6 +69,8 @@ def to_actions(events: list[dict], scale: Scale) -> list[dict]:
         return list(scale.to_model(x, y))
 
     for ev in events:
+        if ev.get("dropped"):
+            continue  # arrived while the gate was closed: never reached the desktop
         kind = ev.get("type")
         if kind == "pointer":
             x, y, new = int(ev["x"]), int(ev["y"]), int(ev["mask"])

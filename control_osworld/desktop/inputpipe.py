@@ -4,11 +4,15 @@ x11vnc (raw-framebuffer mode, no X connection of its own) writes every input eve
 sends as a line (`Pointer <client> <x> <y> <mask> <hint>`, `Keysym <client> <down> <keysym>
 <name> <hint>`) to this program's stdin. It records each event, with its time, as a JSON line
 in the view's 0700 folder (what the harness turns into computer-tool actions:
-desktop/human_input.py), then injects it into the desktop's X server through XTEST
+desktop/human_input.py), then, while the view's gate is open (a file `gate` in that folder, which
+the harness creates when the person has the desktop and removes when they hand it back or end
+their step), injects it into the desktop's X server through XTEST
 (desktop/xtest.py). The record is made here, before the desktop sees the event: the agent can
 neither add to it nor hide an event from it.
 
-    python -m control_osworld.desktop.inputpipe SOCKET XAUTHORITY EVENTS_FILE
+    python -m control_osworld.desktop.inputpipe SOCKET XAUTHORITY EVENTS_FILE [GATE_FILE]
+
+Events that arrive while the gate is closed are recorded with `"dropped": true` and not injected.
 """
 
 from __future__ import annotations
@@ -64,26 +68,30 @@ class Injector:
         return None
 
 
-def run(inp: IO[str], x: XTest, events: IO[str]) -> None:
+def run(inp: IO[str], x: XTest, events: IO[str], gate: Path | None = None) -> None:
     inj = Injector(x)
     for line in inp:
         ev = parse(line)
         if ev is None:
             continue
         ev["t"] = time.time()
-        note = inj.apply(ev)
-        if note:
-            ev["unmapped"] = note
+        if gate is not None and not gate.exists():
+            ev["dropped"] = True
+        else:
+            note = inj.apply(ev)
+            if note:
+                ev["unmapped"] = note
         events.write(json.dumps(ev) + "\n")
         events.flush()
         x.sync()
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    sock, xauth, out = (Path(a) for a in argv)
+    sock, xauth, out = (Path(a) for a in argv[:3])
+    gate = Path(argv[3]) if len(argv) == 4 else None
     try:
         x = XTest.connect(sock, xauth)
     except XError as e:
@@ -93,7 +101,7 @@ def main(argv: list[str]) -> int:
         events.write(json.dumps({"type": "ready", "t": time.time()}) + "\n")
         events.flush()
         try:
-            run(sys.stdin, x, events)
+            run(sys.stdin, x, events, gate)
         except XError as e:
             print(f"take-over: {e}", file=sys.stderr)
             return 1

@@ -129,6 +129,19 @@ class LiveView:
     procs: list[subprocess.Popen] = field(default_factory=list)
     control: bool = False
 
+    gated: bool = False
+
+    @property
+    def gate_path(self) -> Path:
+        """Gated control views inject input only while this file exists (desktop/inputpipe.py)."""
+        return self.folder / "gate"
+
+    def open_gate(self, is_open: bool) -> None:
+        if is_open:
+            self.gate_path.touch()
+        else:
+            self.gate_path.unlink(missing_ok=True)
+
     @property
     def events_path(self) -> Path:
         """The person's input events (control views), one JSON object a line (desktop/inputpipe.py)."""
@@ -164,8 +177,9 @@ def view_url(port: int, token: str, view_only: bool = True) -> str:
 
 
 def start_view(handle: DesktopHandle, port: int | None = None, control: bool = False,
-               ready_timeout: float = 15.0) -> LiveView:
-    """Start the VNC server and the noVNC page for `handle`; returns the view (its URL holds the token)."""
+               ready_timeout: float = 15.0, gated: bool = False) -> LiveView:
+    """Start the VNC server and the noVNC page for `handle`; returns the view (its URL holds the token).
+    `gated` (with `control`): input reaches the desktop only while `view.open_gate(True)`."""
     x11vnc, websockify = _need("x11vnc"), _need("websockify")
     if not (NOVNC_DIR / "vnc.html").exists():
         raise DesktopError(f"live view: noVNC is not installed at {NOVNC_DIR} (Debian: apt-get install novnc)")
@@ -182,12 +196,12 @@ def start_view(handle: DesktopHandle, port: int | None = None, control: bool = F
     (socks / token).symlink_to(sock)
     port = port or free_port()
     view = LiveView(url=view_url(port, token, view_only=not control), token=token, port=port, folder=folder,
-                    control=control)
+                    control=control, gated=gated and control)
     if control:
         # x11vnc runs the pipe through sh -c; the pipe imports this package (from where it is)
         pipe = " ".join(shlex.quote(a) for a in (
             sys.executable, "-m", "control_osworld.desktop.inputpipe", str(root / X_SOCKET_INSIDE),
-            str(root / XAUTH_INSIDE), str(view.events_path)))
+            str(root / XAUTH_INSIDE), str(view.events_path), *([str(view.gate_path)] if view.gated else [])))
         # -nocmds would forbid the pipe; -norc still closes the remote-control channel
         mode = ["-pipeinput", pipe]
     else:

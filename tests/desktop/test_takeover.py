@@ -20,19 +20,22 @@ from control_osworld.desktop.human_input import read_events, to_actions
 from tests.desktop.cdp import Browser
 from tests.desktop.test_live_view import H, W, _canvas, _open, _require_view_tools, _shell
 
-CANVAS_BOX = """(() => { const c = document.querySelector('#noVNC_container canvas');
+CANVAS_BOX = """(() => { const c = document.querySelector('%s');
   const r = c.getBoundingClientRect(); return [r.left, r.top, r.width / c.width, r.height / c.height]; })()"""
+NOVNC_CANVAS = "#noVNC_container canvas"
+MODIFIER_KEYS = {"ctrl": ("Control", "ControlLeft", 17, 2), "shift": ("Shift", "ShiftLeft", 16, 8),
+                 "alt": ("Alt", "AltLeft", 18, 1)}
 KEYS = {"\r": ("Enter", "Enter", 13), " ": (" ", "Space", 32)}
 
 
-def page_xy(b: Browser, x: int, y: int) -> tuple[float, float]:
+def page_xy(b: Browser, x: int, y: int, canvas: str = NOVNC_CANVAS) -> tuple[float, float]:
     """Where desktop pixel (x, y) is on the page (the canvas is scaled to the window)."""
-    left, top, sx, sy = b.eval(CANVAS_BOX)
+    left, top, sx, sy = b.eval(CANVAS_BOX % canvas)
     return left + (x + 0.5) * sx, top + (y + 0.5) * sy
 
 
-def click(b: Browser, x: int, y: int, button: str = "left") -> None:
-    px, py = page_xy(b, x, y)
+def click(b: Browser, x: int, y: int, button: str = "left", canvas: str = NOVNC_CANVAS) -> None:
+    px, py = page_xy(b, x, y, canvas)
     b.call("Input.dispatchMouseEvent", type="mouseMoved", x=px, y=py)
     for t in ("mousePressed", "mouseReleased"):
         b.call("Input.dispatchMouseEvent", type=t, x=px, y=py, button=button, clickCount=1)
@@ -50,6 +53,18 @@ def near(location: str, x: int, y: int, tol: int = 2) -> bool:
     """`xdotool getmouselocation`'s output is within `tol` pixels of (x, y) (the page's scaling rounds)."""
     parts = dict(p.split(":", 1) for p in location.split() if ":" in p)
     return abs(int(parts.get("x", -99)) - x) <= tol and abs(int(parts.get("y", -99)) - y) <= tol
+
+
+def chord(b: Browser, mod: str, ch: str) -> None:
+    """mod+ch (e.g. ctrl+s) as a person presses it: the modifier down, the key, the modifier up."""
+    key, code, vk, bit = MODIFIER_KEYS[mod]
+    b.call("Input.dispatchKeyEvent", type="rawKeyDown", key=key, code=code, windowsVirtualKeyCode=vk, modifiers=bit)
+    b.call("Input.dispatchKeyEvent", type="rawKeyDown", key=ch, code=f"Key{ch.upper()}",
+           windowsVirtualKeyCode=ord(ch.upper()), modifiers=bit)
+    b.call("Input.dispatchKeyEvent", type="keyUp", key=ch, code=f"Key{ch.upper()}",
+           windowsVirtualKeyCode=ord(ch.upper()), modifiers=bit)
+    b.call("Input.dispatchKeyEvent", type="keyUp", key=key, code=code, windowsVirtualKeyCode=vk)
+    time.sleep(0.05)
 
 
 def wait_for(fn, timeout: float = 15.0, what=""):
