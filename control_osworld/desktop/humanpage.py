@@ -89,6 +89,7 @@ const takeover = {takeover_js};
 const rfb = new RFB(document.getElementById('screen'), {ws_js}, {{ shared: true }});
 rfb.scaleViewport = true;
 rfb.viewOnly = takeover;
+window.lastViewOnly = takeover;
 window.rfb = rfb;
 window.vncConnected = false;
 rfb.addEventListener('connect', () => {{ window.vncConnected = true; rfb.focus(); }});
@@ -98,7 +99,8 @@ async function refresh() {{
   const s = await r.json();
   window.pageState = s;
   for (const b of document.querySelectorAll('button[data-button]')) b.disabled = !s.accepting.includes(b.dataset.button);
-  if (takeover) rfb.viewOnly = !s.accepting.includes('hand_back');
+  const viewOnly = takeover && !s.accepting.includes('hand_back');
+  if (viewOnly !== window.lastViewOnly) {{ rfb.viewOnly = viewOnly; window.lastViewOnly = viewOnly; }}
   document.getElementById('status').textContent = s.finished ? 'Finished: ' + s.message :
     (s.accepting.length ? (takeover ? '' : 'Step ' + s.step + ': your turn') : 'Please wait...') +
     (s.message && !s.finished ? ' (' + s.message + ')' : '');
@@ -128,6 +130,8 @@ class HumanPage:
         self.title = title or ("Control OSWorld: human run" if mode == "run" else "Control OSWorld: take-over")
         self.token = secrets.token_urlsafe(24)
         self.state = PageState()
+        if mode == "takeover":  # "Take over" can be pressed from the start (the loop asks before each turn)
+            self.state.accepting = ("take_over",)
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])
