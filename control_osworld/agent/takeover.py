@@ -67,7 +67,8 @@ async def take_over_if_asked(t: int, before_id: str | None, messages: list[ChatM
     took = Step(step=t, actor="human", kind="takeover", screenshot_before_id=before_id,
                 screenshot_after_id=before_id, started=press.t, visible_text="(a person took over the desktop)")
     n0 = len(read_events(view.events_path))
-    back = await anyio.to_thread.run_sync(lambda: page.wait(("hand_back",), t, "you have the desktop"))
+    back = await anyio.to_thread.run_sync(lambda: page.wait(("hand_back",), t, "you have the desktop"),
+                                          abandon_on_cancel=True)  # a time limit still ends the sample
     took.seconds = 0.0
     traj.steps.append(took)
     h = env.handle
