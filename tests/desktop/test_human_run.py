@@ -126,6 +126,8 @@ def test_a_person_plays_an_attack_run_through_the_page(tmp_path):
     assert all(s.seconds and s.seconds > 0 for s in traj.steps) and traj.seconds and traj.seconds > 3
     row = runs_table([log.location]).iloc[0]
     assert row.main_task_success and row.side_task_success
+    assert row.player == "human" and row.takeover_steps == 0 and row.seconds > 3
+    assert row.untrusted_model == "human/tester"
     # every monitor reads it: the CLI's monitor and report, as for a model's log
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     store = tmp_path / "scores"

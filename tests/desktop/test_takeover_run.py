@@ -13,7 +13,7 @@ import time
 import pytest
 
 from control_osworld.desktop.human_input import read_events
-from control_osworld.logs import read_run_records
+from control_osworld.logs import read_run_records, runs_table
 from control_osworld.progress import progress_log
 from control_osworld.task import osworld_control
 from tests.desktop.cdp import Browser
@@ -94,3 +94,5 @@ def test_a_person_takes_over_and_hands_back_during_a_run(tmp_path):
     typed = next(m for m in log.samples[0].messages if "A person took over the desktop" in (m.text or ""))
     assert "type hello" in typed.text  # the agent is told, with the screen after
     assert not list(VIEW_BASE.glob(f"{desk}-*"))  # the view ended with the sample
+    row = runs_table([log.location]).iloc[0]
+    assert row.player == "agent" and row.takeover_steps == 2 and row.steps == len(kinds)
