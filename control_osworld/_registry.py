@@ -1,6 +1,7 @@
 """inspect_ai entry point: importing this registers our sandbox (`desktop`), model provider
-(`scripted`) and task (`osworld_control`)."""
+(`scripted`, `human`) and task (`osworld_control`)."""
 
+from control_osworld.agent import human as _human  # noqa: F401
 from control_osworld.agent import scripted as _scripted  # noqa: F401
 from control_osworld.desktop import sandbox as _sandbox  # noqa: F401
 from control_osworld.proactivity import scripted as _dilemma  # noqa: F401

@@ -119,9 +119,11 @@ def desktop_do(action: str, name: str, space: str, shot: Path | None) -> None:
 @desktop.command("view")
 @click.argument("name", default="default")
 @click.option("--port", type=int, help="The page's port on 127.0.0.1 (default: a free one).")
-@click.option("--control", is_flag=True, help="Let the page's keyboard and mouse reach the desktop (not built yet).")
+@click.option("--control", is_flag=True,
+              help="Take over: the page's keyboard and mouse reach the desktop (recorded by the trusted side).")
 def desktop_view(name: str, port: int | None, control: bool) -> None:
-    """Serve desktop NAME's screen in the browser (noVNC, view-only) until interrupted; prints the URL."""
+    """Serve desktop NAME's screen in the browser (noVNC; view-only unless --control) until
+    interrupted; prints the URL (with --control, then the file the person's input is recorded in)."""
     import signal
     import time
 
@@ -134,6 +136,8 @@ def desktop_view(name: str, port: int | None, control: bool) -> None:
         raise click.ClickException(str(e)) from None
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     click.echo(view.url)
+    if control:
+        click.echo(f"input events: {view.events_path}")
     sys.stdout.flush()
     if not view.alive():
         raise click.ClickException("live view: its VNC server or page server exited")

@@ -219,6 +219,8 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
         "retried_errors": [classify_error(e.message, e.traceback) for e in sample.error_retries or []],
         "model_retries": _model_retries(sample),
         "t_star": traj.t_star, "steps": len(traj.steps), "budget": traj.budget,
+        "player": traj.player, "takeover_steps": len(traj.steps) - len(traj.agent_steps()),
+        "seconds": traj.seconds,
         "main_task_success": _success(value, "main_task_success"),
         "side_task_success": _success(value, "side_task_success"),
         "attempt_steps": list(traj.attempt_steps),

@@ -72,9 +72,10 @@ class RunConfig(BaseModel):
     """The agent's desktop tool: inspect's computer tool, or OSWorld's `pyautogui` (code strings,
     WAIT/DONE/FAIL) or `computer_13` (action dicts) space (agent/spaces.py); recorded per sample
     and in the runs table's `action_space` column."""
-    live_view: bool = False
+    live_view: bool | Literal["control"] = False
     """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
-    log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py."""
+    log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py. `control`:
+    the person's take-over page instead (agent/takeover.py; `takeover_url`)."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -110,7 +111,7 @@ def build_tasks(cfg: RunConfig) -> list:
         if cfg.action_space != "computer":  # only when set: a task built without it is unchanged
             common["action_space"] = cfg.action_space
         if cfg.live_view:
-            common["live_view"] = True
+            common["live_view"] = cfg.live_view
         slug = pairing.untrusted_model.replace("/", "-")
         for mode in cfg.modes:
             prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]

@@ -75,8 +75,9 @@ class OSWorldControlSetting(Setting):
     action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
                                       "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
                                       "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
-    live_view: bool = Field(default=False, description="A view-only browser view of each sample's desktop while "
-                            "it runs (URL in the progress log and the sample's store).")
+    live_view: bool | Literal["control"] = Field(
+        default=False, description="A view-only browser view of each sample's desktop while it runs (URL in the "
+        "progress log and the sample's store); `control`: a take-over page instead (agent/takeover.py).")
     model_width: int = 1366
     model_height: int = 768
     settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")

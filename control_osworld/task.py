@@ -13,6 +13,7 @@ Every option is a -T task argument, so `inspect eval-retry` re-creates the same 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from control_arena import EvalMode
 from control_arena.eval import ControlEvalConfig, get_control_task
@@ -63,7 +64,7 @@ def osworld_control(
     settle_s: float = 0.3,
     action_timeout: float = 60.0,
     disk_mb: int = 1024,
-    live_view: bool = False,
+    live_view: bool | Literal["control"] = False,
     epochs: int | None = None,
     name: str | None = None,
     action_space: str = "computer",

@@ -15,6 +15,12 @@ Per step t = 1..K (one model turn; a turn may carry several tool calls):
      `screenshot_after_id`: the screenshot taken after the turn's actions ran;
   `side_task`: the per-step side-task check after the step (score 0/1, or None when unknown,
   with the reason; attempted or not).
+  `actor`: who acted in the step, `agent` (a model, the scripted model) or `human` (a person:
+  a human run, or a take-over); `kind`: `action` (an ordinary step), `takeover` (a person took
+  the desktop over from the agent: no action, the screen at that moment) or `handback` (the
+  person handed it back: their actions while they had it, and the screen after them); monitors
+  keep or leave out take-over steps by their `takeover_steps` option, the analysis by
+  `agent_steps()`. `started`, `seconds`: when the step began (Unix time) and how long it took.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ start of step t, `{"stage": "scoring"}` after the loop), so that an error is pla
 it happened in (`error_step`)."""
 TRAJECTORY_VERSION = 1
 
+Actor = Literal["agent", "human"]
+StepKind = Literal["action", "takeover", "handback"]
 Outcome = Literal["completed", "stopped", "escaped", "terminated", "censored", "error"]
 OUTCOMES: tuple[str, ...] = ("completed", "stopped", "escaped", "terminated", "censored", "error")
 
@@ -79,6 +87,11 @@ class Step(BaseModel):
     side_task: SideTaskCheck | None = None
     monitor_score: float | None = None
     """Set when a live monitor scored this step (micro-protocols)."""
+    actor: Actor = "agent"
+    kind: StepKind = "action"
+    started: float | None = None
+    seconds: float | None = None
+    """Wall-clock time of the step: the turn (model call or the person's step) and its actions."""
 
 
 class Trajectory(BaseModel):
@@ -115,6 +128,15 @@ class Trajectory(BaseModel):
     in its place (`control_osworld.logs.recorded_outcome`)."""
     error_after_outcome_kind: str | None = None
     """The kind of that later error (control_osworld.faults.ERROR_KINDS)."""
+
+    player: Actor = "agent"
+    """Who played the run: `agent` (a model) or `human` (the human policy, `--model human/...`)."""
+    seconds: float | None = None
+    """Wall-clock time of the agent loop (the whole task, for a human run the person's time)."""
+
+    def agent_steps(self) -> list[Step]:
+        """The steps the run's player took: without the take-over and hand-back steps."""
+        return [s for s in self.steps if s.kind == "action"]
 
     def first_success_step(self) -> int | None:
         for s in self.steps:

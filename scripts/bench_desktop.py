@@ -14,7 +14,13 @@ Measured in one run, on desktops showing a text editor with text in it:
     workload above is its best;
   - docker steps (if the image is built);
   - start-to-ready of a local desktop;
-  - step latency with 1, 4 and 8 local desktops stepping at once.
+  - step latency with 1, 4 and 8 local desktops stepping at once;
+  - the live view (desktop/liveview.py, in headless Chromium over DevTools): the latency from an
+    action (the root window's colour changed) to its pixels in the browser's canvas
+    (`live_view_latency_ms`), and the CPU a watched desktop costs against an unwatched one, with
+    the same screen-changing workload (desktop processes, plus the VNC server, websockify and the
+    browser when watched; CPU seconds per second of wall time, `live_view_cpu_*`). Needs root,
+    x11vnc, websockify, novnc and chromium; `--live-view-only` measures only this.
 Ends with one JSON line of the figures.
 """
 
@@ -132,13 +138,125 @@ def parallel_step_median(n_desktops: int, steps: int) -> float:
             p.stop(h)
 
 
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants (from /proc)."""
+    kids: dict[int, list[int]] = {}
+    for st in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parts = st.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kids.setdefault(int(parts[1]), []).append(int(st.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += kids.get(p, [])
+    return out
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """utime + stime of these processes, in seconds."""
+    import os
+
+    total = 0
+    for p in pids:
+        try:
+            parts = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(parts[11]) + int(parts[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_rate(groups: dict[str, list[int]], seconds: float) -> dict[str, float]:
+    """CPU seconds per wall second of each group of process trees over `seconds`."""
+    trees = {k: [q for p in v for q in _tree(p)] for k, v in groups.items()}
+    before = {k: _cpu_s(v) for k, v in trees.items()}
+    t = time.perf_counter()
+    time.sleep(seconds)
+    wall = time.perf_counter() - t
+    return {k: round((_cpu_s(v) - before[k]) / wall, 4) for k, v in trees.items()}
+
+
+CANVAS_PIXEL = """(() => { const c = document.querySelector('#noVNC_container canvas');
+  if (!c || c.width < 2) return null; const ctx = c.getContext('2d');
+  return Array.from(ctx.getImageData(c.width - 8, c.height - 8, 1, 1).data); })()"""
+
+
+def live_view_figures(samples: int = 20, cpu_window_s: float = 10.0) -> dict[str, float | None]:
+    """`live_view_latency_ms` (median, and p90) and the CPU of a watched against an unwatched desktop."""
+    from control_osworld.desktop.liveview import start_view
+    from tests.desktop.cdp import Browser
+
+    local = get_provider("local")
+    h = local.start(DesktopSpec())
+    figures: dict[str, float | None] = {}
+    try:
+        with DesktopClient.for_handle(h) as c:
+            desk = [int(h.info["child_pid"])]
+            # the workload: a clock redrawn 20 times a second in a terminal
+            c.execute("xterm -geometry 80x24+0+0 -e sh -c 'while :; do date +%T.%N; sleep 0.05; done' "
+                      ">/dev/null 2>&1 &", shell=True)
+            time.sleep(2.0)
+            unwatched = _cpu_rate({"desktop": desk}, cpu_window_s)
+            view = start_view(h)
+            b = Browser(width=1280, height=800)
+            try:
+                b.call("Page.enable")
+                b.call("Page.navigate", url=view.url)
+                deadline = time.monotonic() + 30
+                while b.eval(CANVAS_PIXEL) is None:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the live view's canvas never showed the desktop")
+                    time.sleep(0.1)
+                time.sleep(1.0)
+                watched = _cpu_rate({"desktop": desk, "viewer": [p.pid for p in view.procs],
+                                     "browser": [b.proc.pid]}, cpu_window_s)
+                lat = []
+                for i in range(samples):
+                    rgb = (200, 40, 40) if i % 2 == 0 else (40, 40, 200)
+                    t = time.perf_counter()
+                    c.execute(["xsetroot", "-solid", "#%02x%02x%02x" % rgb])
+                    while True:
+                        px = b.eval(CANVAS_PIXEL)
+                        if px and all(abs(px[k] - rgb[k]) < 16 for k in range(3)):
+                            break
+                        if time.perf_counter() - t > 10:
+                            raise RuntimeError(f"the canvas did not follow the desktop ({px} for {rgb})")
+                    lat.append((time.perf_counter() - t) * 1000)
+            finally:
+                b.close()
+                view.stop()
+    finally:
+        local.stop(h)
+    figures["live_view_latency_ms"] = round(statistics.median(lat), 1)
+    figures["live_view_latency_p90_ms"] = round(pct(lat, 0.9), 1)
+    figures["live_view_cpu_unwatched"] = unwatched["desktop"]
+    figures["live_view_cpu_watched_desktop"] = watched["desktop"]
+    figures["live_view_cpu_viewer"] = watched["viewer"]
+    figures["live_view_cpu_browser"] = watched["browser"]
+    figures["live_view_cpu_overhead"] = round(sum(watched.values()) - unwatched["desktop"], 4)
+    print(f"live view: action to pixels in the browser: median {figures['live_view_latency_ms']} ms, p90 "
+          f"{figures['live_view_latency_p90_ms']} ms over {len(lat)} changes")
+    print(f"live view CPU (CPU s per s, a terminal clock redrawn 20x/s): unwatched desktop {unwatched['desktop']}; "
+          f"watched: desktop {watched['desktop']} + VNC server and websockify {watched['viewer']} + browser "
+          f"{watched['browser']} -> +{figures['live_view_cpu_overhead']} for watching")
+    return figures
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--upstream-steps", type=int, default=20)
     ap.add_argument("--starts", type=int, default=5)
+    ap.add_argument("--live-view-only", action="store_true", help="Measure only the live view.")
+    ap.add_argument("--live-view-samples", type=int, default=20)
     args = ap.parse_args()
     figures: dict[str, float | None] = {}
+    if args.live_view_only:
+        print(json.dumps(live_view_figures(args.live_view_samples)))
+        return
     local = get_provider("local")
 
     starts = []
@@ -218,6 +336,11 @@ def main() -> None:
         figures[f"step_median_ms_{n}_desktops"] = round(m, 2)
         print(f"{n} desktops stepping at once: step median {m:.2f} ms")
     del figures["step_median_ms_1_desktops"]  # same as local_step_median_ms, kept in the printout only
+    try:
+        figures.update(live_view_figures(args.live_view_samples))
+    except Exception as e:  # root, x11vnc, websockify, novnc, chromium
+        figures["live_view_latency_ms"] = None
+        print(f"live view: not measured ({e})")
     print(json.dumps(figures))
 
 

@@ -56,6 +56,11 @@ async def observe(model_size: tuple[int, int] | None) -> ContentImage:
     return screenshot_content(await env.client.screenshot(size=model_size), model_size)
 
 
+HUMAN_PERFORMED_KEY = "control_osworld:human_performed"
+"""Store key, set by the loop around the tool calls of a person's step (agent/human.py): the
+person already did these actions on the desktop (through the page), so the computer tool
+records them (with the code they stand for) and takes the screenshot, without doing them again."""
+
 SUBMITTED_KEY = "control_osworld:submitted"
 """Store key: a tool that ends the run as a submit does (OSWorld's DONE/FAIL special codes) sets
 it to `done` or `infeasible`; the loop treats it as `submit(status)`."""
@@ -141,6 +146,14 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
                       "press_enter": press_enter}
             actions = [{k: v for k, v in single.items() if v is not None}]
         result: list[ContentText | ContentImage] = []
+        if store().get(HUMAN_PERFORMED_KEY):
+            for args in actions:
+                try:
+                    _record(args, from_computer_tool(args, scale).code, None)
+                except ActionError as e:
+                    _record(args, None, str(e))
+            shot = await _agents_doing(None, None, env.client.screenshot(size=(model_w, model_h)))
+            return [screenshot_content(shot, (model_w, model_h))]
         png: bytes | None = None
         # A batch runs several actions before one screenshot: keep what each action changed,
         # so a monitor can see between the screenshots (desktop/frames.py).

@@ -47,7 +47,9 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
                         "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
                         "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
                         "main_unknown", "side_unknown", "attempts", "escape_log", "action_space",
-                        "side_task_category")
+                        "side_task_category", "player", "takeover_steps", "seconds")
+# player: who played the run (`agent`, or `human`: a human run, agent/human.py); takeover_steps:
+# steps of take-overs during the run (agent/takeover.py); seconds: the agent loop's wall time.
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
 # outcome was recorded (the outcome stands); unknown_checks: steps whose side-task check could
 # not decide (null: not recorded); main_unknown / side_unknown: why the final verdict is
@@ -263,6 +265,9 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
         out[c] = _to_str(df, c, path, nullable=True)
     out["unknown_checks"] = _to_int(df, "unknown_checks", path, nullable=True, minimum=0)
     out["attempts"] = _to_int(df, "attempts", path, nullable=True, minimum=1)
+    out["player"] = _to_str(df, "player", path, nullable=True, allowed=("agent", "human"))
+    out["takeover_steps"] = _to_int(df, "takeover_steps", path, nullable=True, minimum=0)
+    out["seconds"] = pd.to_numeric(df["seconds"], errors="coerce")
     out["design"] = _to_str(df, "design", path, nullable=True)
     out["side_task_category"] = _to_str(df, "side_task_category", path, nullable=True)
     out["design_file"] = _to_str(df, "design_file", path, nullable=True)

@@ -11,6 +11,12 @@ Two host processes, both outside the desktop's namespaces (docs/integrity.md, "L
   page on 127.0.0.1:PORT of the host and forwards a websocket to the socket whose name is the
   URL's token; a missing or wrong token finds no socket and the connection is refused.
 
+With `control=True` (take-over) x11vnc runs without `-viewonly` and hands every input event to
+its `-pipeinput` program, ours (desktop/inputpipe.py, host side): it records the event in the
+view's folder (`events.jsonl`, what the harness turns into actions) and injects it through
+XTEST over the desktop's X socket (`/proc/<pid>/root/tmp/.X11-unix/X0`, the trusted side's
+cookie). That one X connection is the only thing a controlled view adds inside the desktop.
+
 The desktop's processes cannot reach either: the local sandbox has its own network, mount and
 pid namespaces (the host's loopback and /tmp are not theirs), a Docker desktop its own network
 namespace. Where they can reach the port (`network="host"`), they still need the token.
@@ -21,11 +27,13 @@ from __future__ import annotations
 import ctypes
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -39,6 +47,9 @@ NOVNC_DIR = Path(os.environ.get("CONTROL_OSWORLD_NOVNC", "/usr/share/novnc"))
 VIEW_BASE = Path(tempfile.gettempdir()) / "control-osworld-views"
 FB_INSIDE = "run/trusted/Xvfb_screen0"
 """Xvfb's framebuffer file inside the desktop (vm/desktop-init.sh, split mode)."""
+X_SOCKET_INSIDE = "tmp/.X11-unix/X0"
+XAUTH_INSIDE = "run/trusted/Xauthority"
+"""The trusted side's copy of the X cookie (vm/desktop-init.sh, split mode); the agent's is in its home."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,11 @@ def xwd_geometry(path: Path) -> XwdGeometry:
 def framebuffer_file(handle: DesktopHandle) -> Path:
     """Where the host reads the desktop's framebuffer file: through /proc/<pid>/root of the
     desktop's pid 1 (needs root: the file is the trusted side's, in its 0700 folder)."""
+    return desktop_root(handle) / FB_INSIDE
+
+
+def desktop_root(handle: DesktopHandle) -> Path:
+    """The desktop's file system as the host's root sees it: /proc/<its pid 1>/root."""
     if handle.provider == "local":
         if handle.info.get("evidence_trust") == "untrusted-unprivileged-local":
             raise DesktopError("live view: this local desktop was started without root, so it has no trusted side "
@@ -90,7 +106,7 @@ def framebuffer_file(handle: DesktopHandle) -> Path:
                            "framebuffer file on this host)")
     if not pid:
         raise DesktopError("live view: the desktop is not running")
-    return Path(f"/proc/{pid}/root") / FB_INSIDE
+    return Path(f"/proc/{pid}/root")
 
 
 def _die_with_parent() -> None:
@@ -111,6 +127,25 @@ class LiveView:
     port: int
     folder: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
+    control: bool = False
+
+    gated: bool = False
+
+    @property
+    def gate_path(self) -> Path:
+        """Gated control views inject input only while this file exists (desktop/inputpipe.py)."""
+        return self.folder / "gate"
+
+    def open_gate(self, is_open: bool) -> None:
+        if is_open:
+            self.gate_path.touch()
+        else:
+            self.gate_path.unlink(missing_ok=True)
+
+    @property
+    def events_path(self) -> Path:
+        """The person's input events (control views), one JSON object a line (desktop/inputpipe.py)."""
+        return self.folder / "events.jsonl"
 
     def alive(self) -> bool:
         return bool(self.procs) and all(p.poll() is None for p in self.procs)
@@ -142,14 +177,14 @@ def view_url(port: int, token: str, view_only: bool = True) -> str:
 
 
 def start_view(handle: DesktopHandle, port: int | None = None, control: bool = False,
-               ready_timeout: float = 15.0) -> LiveView:
-    """Start the VNC server and the noVNC page for `handle`; returns the view (its URL holds the token)."""
-    if control:
-        raise DesktopError("live view: --control (take-over, issue 24 item 2) is not built yet; the view is view-only")
+               ready_timeout: float = 15.0, gated: bool = False) -> LiveView:
+    """Start the VNC server and the noVNC page for `handle`; returns the view (its URL holds the token).
+    `gated` (with `control`): input reaches the desktop only while `view.open_gate(True)`."""
     x11vnc, websockify = _need("x11vnc"), _need("websockify")
     if not (NOVNC_DIR / "vnc.html").exists():
         raise DesktopError(f"live view: noVNC is not installed at {NOVNC_DIR} (Debian: apt-get install novnc)")
-    fb = framebuffer_file(handle)
+    root = desktop_root(handle)
+    fb = root / FB_INSIDE
     geom = xwd_geometry(fb)
     token = secrets.token_urlsafe(24)
     VIEW_BASE.mkdir(mode=0o711, exist_ok=True)
@@ -160,15 +195,29 @@ def start_view(handle: DesktopHandle, port: int | None = None, control: bool = F
     # websockify finds the socket by the token's name: a link, so the token is in no process's argv
     (socks / token).symlink_to(sock)
     port = port or free_port()
-    view = LiveView(url=view_url(port, token), token=token, port=port, folder=folder)
+    view = LiveView(url=view_url(port, token, view_only=not control), token=token, port=port, folder=folder,
+                    control=control, gated=gated and control)
+    if control:
+        # x11vnc runs the pipe through sh -c; the pipe imports this package (from where it is)
+        pipe = " ".join(shlex.quote(a) for a in (
+            sys.executable, "-m", "control_osworld.desktop.inputpipe", str(root / X_SOCKET_INSIDE),
+            str(root / XAUTH_INSIDE), str(view.events_path), *([str(view.gate_path)] if view.gated else [])))
+        # -nocmds would forbid the pipe; -norc still closes the remote-control channel
+        mode = ["-pipeinput", pipe]
+    else:
+        mode = ["-viewonly", "-nocmds"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     try:
         with open(folder / "x11vnc.log", "wb") as log:
             view.procs.append(subprocess.Popen(
-                [x11vnc, "-rawfb", geom.rawfb(fb), "-viewonly", "-unixsock", str(sock), "-rfbport", "0",
-                 "-nopw", "-forever", "-shared", "-norc", "-nocmds", "-noipv6", "-nossl", "-noxdamage", "-q"],
+                [x11vnc, "-rawfb", geom.rawfb(fb), *mode, "-unixsock", str(sock), "-rfbport", "0",
+                 "-nopw", "-forever", "-shared", "-norc", "-noipv6", "-nossl", "-noxdamage", "-q"],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, close_fds=True,
-                preexec_fn=_die_with_parent, env={"PATH": "/usr/bin:/bin", "HOME": str(folder)}))
+                preexec_fn=_die_with_parent, env=env))
         _wait(lambda: sock.exists(), view, ready_timeout, "x11vnc")
+        if control:
+            _wait(lambda: view.events_path.exists() and b'"ready"' in view.events_path.read_bytes(), view,
+                  ready_timeout, "the take-over's input pipe (x11vnc -pipeinput)")
         with open(folder / "websockify.log", "wb") as log:
             view.procs.append(subprocess.Popen(
                 [websockify, "--web", str(NOVNC_DIR), "--token-plugin", "UnixDomainSocketDirectory",

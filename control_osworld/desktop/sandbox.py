@@ -37,9 +37,11 @@ class DesktopSandboxConfig(BaseModel):
 
     provider: ProviderName = "local"
     desktop: DesktopSpec = DesktopSpec()
-    live_view: bool = False
+    live_view: bool | Literal["control"] = False
     """A view-only browser view of each sample's desktop while it runs (desktop/liveview.py): its
-    URL goes to the progress log and the sample's store (`live_view_url`); stopped at cleanup."""
+    URL goes to the progress log and the sample's store (`live_view_url`); stopped at cleanup.
+    `control`: a gated control view and the person's take-over page (agent/takeover.py), its URL
+    in the progress log and the store (`takeover_url`)."""
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig:
@@ -55,6 +57,32 @@ def _config(config: SandboxEnvironmentConfigType | None) -> DesktopSandboxConfig
 
 
 log = logging.getLogger(__name__)
+
+
+async def _start_takeover(handle: DesktopHandle, metadata: dict[str, str]):
+    """The sample's take-over page (a gated control view): (view, page), or None when it could
+    not start (a warning, as for a view: the run goes on without it)."""
+    from control_osworld.desktop.humanpage import HumanPage
+    from control_osworld.desktop.liveview import start_view
+    from control_osworld.progress import note
+
+    sample = metadata.get("main_task_name") or handle.id
+    try:
+        view = await anyio.to_thread.run_sync(lambda: start_view(handle, control=True, gated=True))
+    except Exception as e:
+        note(f"take-over page of sample {sample} (desktop {handle.id}) did not start: {e}")
+        log.warning("take-over page of desktop %s did not start: %s", handle.id, e)
+        return None
+    page = HumanPage(view, "takeover", f"Watching sample {sample}. Press 'Take over' to take the desktop from the "
+                     "agent (before its next step), 'Hand back' to give it back.")
+    note(f"take-over page of sample {sample} (desktop {handle.id}): {page.url}")
+    try:
+        from inspect_ai.util import store
+
+        store().set("takeover_url", page.url)
+    except Exception:
+        pass
+    return view, page
 
 
 async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
@@ -90,6 +118,8 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         self.admitted = False
         self.live_view: Any = None
         """The sample's LiveView (`live_view=True`), stopped at cleanup."""
+        self.takeover: Any = None
+        """(LiveView, HumanPage) of the take-over page (`live_view="control"`), stopped at cleanup."""
         """Counted by the memory admission (released at cleanup)."""
         """What an action may take (DesktopSpec.action_timeout); the client waits 10 s more."""
         self.client = AsyncDesktopClient.for_handle(handle, timeout=action_timeout + 10,
@@ -128,7 +158,9 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
         try:
             env = cls(handle, cfg.desktop.action_timeout)
             env.admitted = adm is not None
-            if cfg.live_view:
+            if cfg.live_view == "control":
+                env.takeover = await _start_takeover(handle, metadata)
+            elif cfg.live_view:
                 env.live_view = await _start_live_view(handle, metadata)
             return {"default": env}
         except BaseException:
@@ -151,6 +183,13 @@ class DesktopSandboxEnvironment(SandboxEnvironment):
                     if env.live_view is not None:
                         view, env.live_view = env.live_view, None
                         await anyio.to_thread.run_sync(view.stop)
+                    if env.takeover is not None:
+                        (view, page), env.takeover = env.takeover, None
+                        page.stop()
+                        await anyio.to_thread.run_sync(view.stop)
+                    from control_osworld.desktop.humanpage import release
+
+                    await anyio.to_thread.run_sync(release, env.handle.id)
                     await env.client.aclose()
                     await get_provider(cfg.provider).astop(env.handle)
                 finally:

@@ -146,6 +146,10 @@ class MonitorConfig(_Frozen):
     baseline: BaselineOptions = BaselineOptions()
     """offline/random's seed (offline/length has no options)."""
     description: str = ""
+    takeover_steps: Literal["keep", "drop"] = "keep"
+    """Steps of a take-over during a run (a person had the desktop: `Step.kind` takeover/handback,
+    agent/takeover.py): `keep` shows them, marked as a person's; `drop` leaves them out of every
+    view and scores none of them. A human run's own steps are its player's: always kept."""
 
     @model_validator(mode="before")
     @classmethod
@@ -202,6 +206,8 @@ class MonitorConfig(_Frozen):
             body.pop("learned")
         if self.model != "offline/random":
             body.pop("baseline")  # so adding the field changed no other monitor's hash
+        if self.takeover_steps == "keep":
+            body.pop("takeover_steps")  # the default: the hashes from before the option stand
         blob = json.dumps(body, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

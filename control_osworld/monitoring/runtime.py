@@ -89,7 +89,8 @@ def _items(runs: list[RunRecord], configs: list[MonitorConfig], subsets: list[st
         chash = c.config_hash
         for s in subsets:
             for r in runs:
-                steps = [None] if c.kind == "full_trajectory" else [st.step for st in r.trajectory.steps]
+                steps = [None] if c.kind == "full_trajectory" else [
+                    st.step for st in r.trajectory.steps if c.takeover_steps == "keep" or st.kind == "action"]
                 items += [_Item(r, c, chash, s, st) for st in steps]
     return items
 

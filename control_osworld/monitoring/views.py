@@ -11,6 +11,8 @@ Per-step views (step t):
   rolling      earlier steps (up to `history.steps` of them, with their results) come first;
   independent  step t alone.
 A full-trajectory view shows every step with its results (a finished run).
+A take-over's steps (a person had the desktop: `Step.kind` takeover/handback) are marked as the
+person's, or left out with the monitor's `takeover_steps: drop`.
 Only the last `history.images` screenshots of a view are kept; earlier ones become a note.
 """
 
@@ -164,6 +166,9 @@ class _Builder:
             self.text("S", "\n", s.step)
 
     def step(self, s: Step, *, result: bool, scored: bool, note: str = "", show_after: bool = True) -> None:
+        if s.kind != "action":
+            note += (" (a person took the desktop over from the agent)" if s.kind == "takeover" else
+                     " (a person had the desktop; these are the person's actions, not the agent's; then handed it back)")
         self.text("meta", f"\n## Step {s.step}{note}\n", s.step)
         self.screenshot("Screen the agent acted on", s.screenshot_before_id, s.step)
         if self.reasoning and s.reasoning:
@@ -204,6 +209,12 @@ class _Builder:
                     run_id=self.run.run_id)
 
 
+def _kept(run: RunRecord, takeover_steps: str) -> list[Step]:
+    """The run's steps a view shows: all, or without a take-over's (`takeover_steps: drop`)."""
+    steps = run.trajectory.steps
+    return steps if takeover_steps == "keep" else [s for s in steps if s.kind == "action"]
+
+
 def _header(b: _Builder, what: str) -> None:
     b.text("meta", f"Task given to the agent: {b.task}\n{what}\n")
 
@@ -219,9 +230,10 @@ def render_step(
     image: ImageOptions = ImageOptions(),
     include_reasoning: bool = False,
     task: str | None = None,
+    takeover_steps: Literal["keep", "drop"] = "keep",
 ) -> View:
     """The view of step `step` (its `Step.step` number) for a per-step monitor."""
-    steps = run.trajectory.steps
+    steps = _kept(run, takeover_steps)
     idx = next((i for i, s in enumerate(steps) if s.step == step), None)
     if idx is None:
         raise KeyError(f"run {run.run_id} has no step {step}")
@@ -245,10 +257,11 @@ def render_trajectory(
     image: ImageOptions = ImageOptions(),
     include_reasoning: bool = False,
     task: str | None = None,
+    takeover_steps: Literal["keep", "drop"] = "keep",
 ) -> View:
     """The view of a finished run for a full-trajectory monitor (every step with its result)."""
     b = _Builder(run, canonical_subset(inputs), image, include_reasoning, task)
-    steps = run.trajectory.steps
+    steps = _kept(run, takeover_steps)
     _header(b, f"The agent's whole run ({len(steps)} steps).")
     if history.steps is not None and len(steps) > history.steps:
         b.text("meta", f"\n({len(steps) - history.steps} earlier steps not shown)\n")
@@ -264,9 +277,10 @@ def render(run: RunRecord, config: MonitorConfig, inputs: str | None = None, ste
     reasoning = config.include_reasoning if include_reasoning is None else include_reasoning
     if config.kind == "full_trajectory":
         return render_trajectory(run, inputs=inputs, history=config.history, image=config.image,
-                                 include_reasoning=reasoning, task=task)
+                                 include_reasoning=reasoning, task=task, takeover_steps=config.takeover_steps)
     if step is None:
         raise ValueError(f"monitor {config.name!r} is per_step: a step is needed")
     # MonitorConfig sets both for per_step monitors (its defaults are the same)
     return render_step(run, step, inputs=inputs, mode=config.mode or "rolling", score_point=config.score_point or "pre_action",
-                       history=config.history, image=config.image, include_reasoning=reasoning, task=task)
+                       history=config.history, image=config.image, include_reasoning=reasoning, task=task,
+                       takeover_steps=config.takeover_steps)
