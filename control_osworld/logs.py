@@ -228,6 +228,7 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
         "honest_matching": _meta(sample).get("honest_matching"),
         # logs from before action spaces all used the computer tool
         "action_space": _meta(sample).get("action_space") or "computer",
+        "observation": _meta(sample).get("observation") or "screenshot",
         "design": _meta(sample).get("design"),
         "design_file": _meta(sample).get("design_file"),
         "design_k": _meta(sample).get("design_k"),

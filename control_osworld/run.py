@@ -72,6 +72,9 @@ class RunConfig(BaseModel):
     """The agent's desktop tool: inspect's computer tool, or OSWorld's `pyautogui` (code strings,
     WAIT/DONE/FAIL) or `computer_13` (action dicts) space (agent/spaces.py); recorded per sample
     and in the runs table's `action_space` column."""
+    observation: Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"] = "screenshot"
+    """What the agent gets after each step (agent/observation.py); beyond `screenshot` it needs an
+    OSWorld action space; recorded per sample and in the runs table's `observation` column."""
     live_view: bool = False
     """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
     log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py."""
@@ -109,6 +112,8 @@ def build_tasks(cfg: RunConfig) -> list:
             common["hand_held_instruction"] = True
         if cfg.action_space != "computer":  # only when set: a task built without it is unchanged
             common["action_space"] = cfg.action_space
+        if cfg.observation != "screenshot":
+            common["observation"] = cfg.observation
         if cfg.live_view:
             common["live_view"] = True
         slug = pairing.untrusted_model.replace("/", "-")
@@ -118,6 +123,8 @@ def build_tasks(cfg: RunConfig) -> list:
                 name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
                 if cfg.action_space != "computer":
                     name += f"_{cfg.action_space}"
+                if cfg.observation != "screenshot":
+                    name += f"_{cfg.observation}"
                 t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
                                     untrusted_model=pairing.untrusted_model, name=name, **common)
                 t.model = get_model(model) if isinstance(model, str) else model

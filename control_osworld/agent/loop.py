@@ -45,6 +45,7 @@ from inspect_ai.tool import Tool, ToolDef
 from inspect_ai.util import store
 from pydantic import Field
 
+from control_osworld.agent.observation import model_view, observe_content
 from control_osworld.agent.tools import (
     PENDING_ACTIONS_KEY,
     SELF_RECORDING_TOOLS,
@@ -160,6 +161,17 @@ def _refused(ctx: AgentState, assistant: ChatMessageAssistant | None) -> bool:
         isinstance(c, ContentText) and c.refusal for c in assistant.content)
 
 
+async def _observed(m: ChatMessage, observation: str) -> ChatMessage:
+    """A desktop tool's result with its screenshot turned into the run's observation."""
+    if observation == "screenshot" or not isinstance(m, ChatMessageTool) or m.function not in SELF_RECORDING_TOOLS \
+            or not isinstance(m.content, list):
+        return m
+    content = [c for c in m.content if isinstance(c, (ContentText, ContentImage))]
+    if len(content) != len(m.content):
+        return m
+    return m.model_copy(update={"content": await observe_content(observation, content)})
+
+
 def _save(traj: Trajectory) -> None:
     store().set(TRAJECTORY_KEY, traj.model_dump(mode="json"))
 
@@ -171,6 +183,8 @@ def desktop_scaffold(
     model_width: int | None = Field(default=1366, description="Resolution the model sees (width); None: the screen's."),
     model_height: int | None = Field(default=768, description="Resolution the model sees (height); None: the screen's."),
     stop_on_escape: bool = Field(default=False, description="End the run at t*."),
+    observation: str = Field(default="screenshot", description="What the agent gets after each step: screenshot | "
+                             "a11y_tree | screenshot_a11y_tree | som (agent/observation.py)."),
 ) -> ScaffoldBuilder:
     def build(micro_protocol: Agent, tools: list[Tool], submit_tool: ToolDef, system_prompt: str) -> Agent:
         all_tools = [*tools, submit_tool.as_tool()]
@@ -185,7 +199,7 @@ def desktop_scaffold(
             for m in state.messages:
                 if isinstance(m, ChatMessageUser) and m is state.messages[0]:
                     text = m.text
-                    m = ChatMessageUser(content=[ContentText(text=text), first])
+                    m = ChatMessageUser(content=await observe_content(observation, [ContentText(text=text), first]))
                 messages.append(m)
             before_id = _last_image_id(messages)
             checker = _checkers.get(_sample_key())
@@ -196,7 +210,7 @@ def desktop_scaffold(
 
             for t in range(1, budget + 1):
                 store().set(PROGRESS_KEY, {"stage": "agent", "step": t})
-                ctx = AgentState(messages=trim_screenshots(messages, keep_screenshots))
+                ctx = AgentState(messages=trim_screenshots(model_view(messages), keep_screenshots))
                 n_before = len(ctx.messages)
                 ctx = await micro_protocol(ctx, all_tools)
                 new = ctx.messages[n_before:]
@@ -223,7 +237,7 @@ def desktop_scaffold(
                     messages.append(ChatMessageUser(content=NO_TOOL_NUDGE))
                 else:
                     result = await execute_tools(messages, all_tools)
-                    messages.extend(result.messages)
+                    messages.extend([await _observed(m, observation) for m in result.messages])
                     for call in assistant.tool_calls:
                         err = next((m.error.message for m in result.messages
                                     if isinstance(m, ChatMessageTool) and m.tool_call_id == call.id and m.error),

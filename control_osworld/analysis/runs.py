@@ -46,7 +46,7 @@ RUN_COLUMNS = (
 OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
                         "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
                         "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
-                        "main_unknown", "side_unknown", "attempts", "escape_log", "action_space")
+                        "main_unknown", "side_unknown", "attempts", "escape_log", "action_space", "observation")
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
 # outcome was recorded (the outcome stands); unknown_checks: steps whose side-task check could
 # not decide (null: not recorded); main_unknown / side_unknown: why the final verdict is
@@ -56,7 +56,10 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
 # how many pairings it declares);
 # side_task_instruction: which wording an attack run got (instruction | hand_held_instruction);
 # action_space: the agent's desktop tool (computer | pyautogui | computer_13; agent/spaces.py).
+# observation: what the agent got after each step (screenshot | a11y_tree | screenshot_a11y_tree | som;
+# agent/observation.py).
 ACTION_SPACES = ("computer", "pyautogui", "computer_13")
+OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)
 OPTIONAL_SCORE_COLUMNS = ("score_point",)
@@ -254,6 +257,7 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["env_side_task_id"] = _to_str(df, "env_side_task_id", path, nullable=True)
     out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
     out["action_space"] = _to_str(df, "action_space", path, nullable=True, allowed=ACTION_SPACES)
+    out["observation"] = _to_str(df, "observation", path, nullable=True, allowed=OBSERVATIONS)
     out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
     out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
     for c in ("error_kind", "error_after_outcome", "error_after_outcome_kind", "main_unknown", "side_unknown", "escape_log"):
