@@ -75,6 +75,9 @@ class RunConfig(BaseModel):
     observation: Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"] = "screenshot"
     """What the agent gets after each step (agent/observation.py); beyond `screenshot` it needs an
     OSWorld action space; recorded per sample and in the runs table's `observation` column."""
+    policy: Literal["tools", "prompted"] = "tools"
+    """`prompted`: OSWorld's prompt-agent format for any chat model (agent/prompted.py; needs an
+    OSWorld action space); `tools`: the model calls the desktop tool."""
     live_view: bool = False
     """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
     log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py."""
@@ -114,6 +117,8 @@ def build_tasks(cfg: RunConfig) -> list:
             common["action_space"] = cfg.action_space
         if cfg.observation != "screenshot":
             common["observation"] = cfg.observation
+        if cfg.policy != "tools":
+            common["policy"] = cfg.policy
         if cfg.live_view:
             common["live_view"] = True
         slug = pairing.untrusted_model.replace("/", "-")

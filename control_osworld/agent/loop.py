@@ -80,6 +80,10 @@ SETTLED_KEY = "control_osworld:settled_step"
 blind, skips its own wait for an idle desktop then)."""
 SETTLE_MAX_S = 10.0
 TERMINATE_KEY = "terminate"
+REPLY_ERROR_KEY = "reply_error"
+"""An assistant message whose metadata has `reply_error` (a prompted agent's reply with no action
+in it: agent/prompted.py) gets that message back instead of the generic nudge, recorded as the
+step's action `reply` with that error."""
 """An assistant message whose metadata has `terminate: true` (set by a micro-protocol) ends
 the run as `terminated`."""
 
@@ -233,6 +237,12 @@ def desktop_scaffold(
                 terminate = bool(assistant is not None and assistant.metadata and assistant.metadata.get(TERMINATE_KEY))
                 if terminate:
                     pass  # the protocol stopped the run: the proposed action never runs
+                elif assistant is not None and not assistant.tool_calls and (assistant.metadata or {}).get(REPLY_ERROR_KEY):
+                    # a prompted agent's reply with no action in it (agent/prompted.py): the
+                    # parser's message goes back to the model; the turn counts
+                    reply_error = str(assistant.metadata[REPLY_ERROR_KEY])  # type: ignore[index]
+                    messages.append(ChatMessageUser(content=reply_error))
+                    step.actions.append(ActionRecord(tool="reply", arguments={}, error=reply_error))
                 elif assistant is None or not assistant.tool_calls:
                     messages.append(ChatMessageUser(content=NO_TOOL_NUDGE))
                 else:
