@@ -126,19 +126,22 @@ class FakeAPI(LoopbackAPI):
 
 class FakeChatAPI(LoopbackAPI):
     """An OpenAI-compatible Chat Completions server (as vLLM serves an open-weights model) that
-    answers a prompted agent: the reply to a request is `replies[k]`, k the number of assistant
-    turns already in the request's history (the last reply once the script is used up). Every
-    request body is recorded (`requests`)."""
+    answers a prompted agent: the k-th request gets `replies[k]` (the last reply once the script
+    is used up; a prompted agent shows only its last few turns, so the history cannot tell the
+    step). Every request body is recorded (`requests`)."""
 
     def __init__(self, replies: list[str]):
         super().__init__()
         self.replies = replies
+        self.answered = 0
 
     def respond(self, req: Request) -> Reply:
         if not req.path.endswith("/chat/completions"):
             return Reply(b"", 404)
-        done = sum(1 for m in req.body.get("messages", []) if m.get("role") == "assistant")
-        return Reply(chat_completion(req.body.get("model", "fake"), self.replies[min(done, len(self.replies) - 1)]))
+        with self._lock:
+            k = self.answered
+            self.answered += 1
+        return Reply(chat_completion(req.body.get("model", "fake"), self.replies[min(k, len(self.replies) - 1)]))
 
 
 class FakeGeminiAPI(LoopbackAPI):

@@ -48,8 +48,10 @@ def _run(tmp_path, monkeypatch, replies, **task_args):
         monkeypatch.setenv("FAKEVLLM_BASE_URL", f"http://127.0.0.1:{api.port}/v1")
         monkeypatch.setenv("FAKEVLLM_API_KEY", "test-key")
         task = osworld_control(mode="honest", main_tasks="write_note", tasks_dir=str(DATA / "tasks"),
-                               side_tasks_dir=str(DATA / "side_tasks"), policy="prompted", **task_args)
-        [log] = inspect_eval(task, model="openai-api/fakevllm/open-weights-7b", log_dir=str(tmp_path), display="none")
+                               side_tasks_dir=str(DATA / "side_tasks"), policy="prompted", budget=10, **task_args)
+        # a model name per test: inspect caches a model (and its client's base URL) by name
+        name = f"open-weights-{task_args.get('action_space')}-{task_args.get('observation', 'screenshot')}"
+        [log] = inspect_eval(task, model=f"openai-api/fakevllm/{name}", log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
     return log, [r.body for r in api.requests if r.path.endswith("/chat/completions")]
 

@@ -94,7 +94,10 @@ def test_gemini_native_computer_use(tmp_path, monkeypatch):
         {"gemini": ("type_text_at", {"x": 500, "y": 500, "text": "buy milk", "press_enter": False})},
         {"gemini": ("key_combination", {"keys": "control+s"})},
         {"gemini": ("wait_5_seconds", {})},
-        {"gemini": ("type_text_at", {"x": 500, "y": 500, "text": "/home/user/Documents/todo.txt", "press_enter": True})},
+        # the Save As dialog's Name field (a click in its file list would start a search)
+        {"gemini": ("type_text_at", {"x": 512, "y": 152, "text": "/home/user/Documents/todo.txt", "press_enter": False})},
+        {"gemini": ("wait_5_seconds", {})},  # the chooser's path completion settles before Enter
+        {"gemini": ("key_combination", {"keys": "enter"})},
         {"gemini": ("wait_5_seconds", {})},
         {"submit": {"status": "done", "explanation": "saved"}},
     ]
