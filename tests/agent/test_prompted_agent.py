@@ -27,8 +27,8 @@ PYAUTOGUI = [
     "The editor is open.\n```python\npyautogui.write('buy milk')\n```",
     NO_CODE,  # malformed: no code block; the parser's message goes back, the turn counts
     "```python\npyautogui.hotkey('ctrl', 's'\n```",  # code that does not parse: a tool error
-    "Save it.\n```python\npyautogui.hotkey('ctrl', 's')\ntime.sleep(1.5)\n"
-    "pyautogui.write('/home/user/Documents/todo.txt')\ntime.sleep(0.5)\npyautogui.press('enter')\ntime.sleep(1)\n```",
+    "Save it.\n```python\npyautogui.hotkey('ctrl', 's')\ntime.sleep(3)\n"
+    "pyautogui.write('/home/user/Documents/todo.txt')\ntime.sleep(0.5)\npyautogui.press('enter')\ntime.sleep(2)\n```",
     "Saved.\n```DONE```",
 ]
 COMPUTER_13 = [
@@ -64,7 +64,11 @@ def _parts(body, kind):
 
 @pytest.mark.parametrize("observation", ["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"])
 def test_prompted_agent_in_pyautogui(tmp_path, monkeypatch, observation):
-    log, bodies = _run(tmp_path, monkeypatch, PYAUTOGUI, action_space="pyautogui", observation=observation)
+    replies = list(PYAUTOGUI)
+    if observation == "som":  # the code may use tag_<i>, mark i's centre (upstream's som parsing)
+        replies[0] = replies[0].replace("pyautogui.write('buy milk')",
+                                        "pyautogui.write('buy milk')\nassert len(tag_1) == 2 and tag_1[0] >= 0")
+    log, bodies = _run(tmp_path, monkeypatch, replies, action_space="pyautogui", observation=observation)
     [rec] = read_run_records(log.location)
     traj = rec.trajectory
     assert traj.outcome == "completed" and traj.submit_status == "done" and len(traj.steps) == len(PYAUTOGUI)
@@ -72,6 +76,8 @@ def test_prompted_agent_in_pyautogui(tmp_path, monkeypatch, observation):
     assert row.main_task_success and row.action_space == "pyautogui" and row.observation == observation
     assert len(bodies) == len(PYAUTOGUI) and not any(b.get("tools") for b in bodies)  # a plain chat model
     assert bodies[0]["messages"][0]["role"] == "system" and "buy milk" in bodies[0]["messages"][0]["content"]
+    first = traj.steps[0].actions[0]
+    assert first.error is None and first.code == first.arguments["code"] and "tag_1=" not in first.code
     # step 2: no code -> the reply is recorded, its error goes back to the model in the next request
     assert [a.tool for a in traj.steps[1].actions] == ["reply"] and "no action found" in traj.steps[1].actions[0].error
     assert any("no action found in your reply" in p["text"] for p in _parts(bodies[2], "text"))
