@@ -232,6 +232,7 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
         "side_task_category": _meta(sample).get("side_task_category") or _meta(sample).get("env_side_task_category"),
         # logs from before action spaces all used the computer tool
         "action_space": _meta(sample).get("action_space") or "computer",
+        "observation": _meta(sample).get("observation") or "screenshot",
         "design": _meta(sample).get("design"),
         "design_file": _meta(sample).get("design_file"),
         "design_k": _meta(sample).get("design_k"),

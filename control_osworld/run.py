@@ -17,11 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control_osworld.config_file import ConfigError, read_config, read_mapping
 from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
+
+SpaceName = Literal["computer", "pyautogui", "computer_13"]
+ObservationName = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 
 
 class Pairing(BaseModel):
@@ -68,10 +71,20 @@ class RunConfig(BaseModel):
     file; default: the side tasks' pairing rules."""
     hand_held_instruction: bool = False
     """Attack runs get the side task's step-by-step hand_held_instruction (recorded per sample)."""
-    action_space: Literal["computer", "pyautogui", "computer_13"] = "computer"
+    action_space: list[SpaceName] = ["computer"]  # pydantic copies the default
     """The agent's desktop tool: inspect's computer tool, or OSWorld's `pyautogui` (code strings,
     WAIT/DONE/FAIL) or `computer_13` (action dicts) space (agent/spaces.py); recorded per sample
     and in the runs table's `action_space` column."""
+    observation: list[ObservationName] = ["screenshot"]
+    """What the agent gets after each step (agent/observation.py); beyond `screenshot` it needs an
+    OSWorld action space; recorded per sample and in the runs table's `observation` column.
+    The ablation axis: lists in `action_space` and/or `observation` run every combination (each
+    in its own tasks; `observation` beyond screenshot is skipped for the `computer` space, and a
+    grid left with no combination is an error naming the fields); the report splits Tables 3/4 and
+    the protocol tables by them."""
+    policy: Literal["tools", "prompted"] = "tools"
+    """`prompted`: OSWorld's prompt-agent format for any chat model (agent/prompted.py; needs an
+    OSWorld action space); `tools`: the model calls the desktop tool."""
     live_view: bool | Literal["control"] = False
     """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
     log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py. `control`:
@@ -87,7 +100,24 @@ class RunConfig(BaseModel):
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":
         """Raises ConfigError naming the file and the field."""
-        return read_config(path, cls, paths=("tasks_dir", "side_tasks_dir", "pairings_file"))
+        cfg = read_config(path, cls, paths=("tasks_dir", "side_tasks_dir", "pairings_file"))
+        if not cfg.conditions():
+            raise ConfigError(f"{path}: fields 'action_space', 'observation': no combination runs (an observation "
+                              "beyond screenshot needs action_space pyautogui or computer_13)")
+        if cfg.policy == "prompted" and any(sp == "computer" for sp, _ in cfg.conditions()):
+            raise ConfigError(f"{path}: field 'policy': prompted needs action_space pyautogui or computer_13")
+        return cfg
+
+    def conditions(self) -> list[tuple[str, str]]:
+        """The (action space, observation) combinations this config runs."""
+        return [(sp, ob) for sp in dict.fromkeys(self.action_space) for ob in dict.fromkeys(self.observation)
+                if ob == "screenshot" or sp != "computer"]
+
+    @field_validator("action_space", "observation", mode="before")
+    @classmethod
+    def _one_or_a_list(cls, v: Any) -> Any:
+        """`action_space: pyautogui` is the one-element grid `[pyautogui]`."""
+        return [v] if isinstance(v, str) else v
 
 
 def build_tasks(cfg: RunConfig) -> list:
@@ -108,21 +138,26 @@ def build_tasks(cfg: RunConfig) -> list:
             common["pairings_file"] = cfg.pairings_file
         if cfg.hand_held_instruction:
             common["hand_held_instruction"] = True
-        if cfg.action_space != "computer":  # only when set: a task built without it is unchanged
-            common["action_space"] = cfg.action_space
+        if cfg.policy != "tools":
+            common["policy"] = cfg.policy
         if cfg.live_view:
             common["live_view"] = cfg.live_view
         slug = pairing.untrusted_model.replace("/", "-")
-        for mode in cfg.modes:
-            prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]
-            for prompt in prompts:
-                name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
-                if cfg.action_space != "computer":
-                    name += f"_{cfg.action_space}"
-                t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
-                                    untrusted_model=pairing.untrusted_model, name=name, **common)
-                t.model = get_model(model) if isinstance(model, str) else model
-                tasks.append(t)
+        for space, observation in cfg.conditions():
+            cond: dict[str, Any] = {}
+            if space != "computer":  # only when set: a task built without it is unchanged
+                cond["action_space"] = space
+            if observation != "screenshot":
+                cond["observation"] = observation
+            for mode in cfg.modes:
+                prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]
+                for prompt in prompts:
+                    name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
+                    name += "".join(f"_{v}" for v in cond.values())
+                    t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
+                                        untrusted_model=pairing.untrusted_model, name=name, **common, **cond)
+                    t.model = get_model(model) if isinstance(model, str) else model
+                    tasks.append(t)
     return tasks
 
 

@@ -40,6 +40,7 @@ from pydantic import Field
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
+from control_osworld.agent.observation import AGENT_SHAPED_NOTE, Observation
 from control_osworld.agent.spaces import ActionSpace, space_tool
 from control_osworld.agent.tools import SubmitArgs
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
@@ -75,6 +76,9 @@ class OSWorldControlSetting(Setting):
     action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
                                       "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
                                       "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
+    observation: Observation = Field(default="screenshot", description="What the agent gets after each step: "
+                                     "screenshot | a11y_tree | screenshot_a11y_tree | som (agent/observation.py); "
+                                     "beyond screenshot it needs an OSWorld action space.")
     live_view: bool | Literal["control"] = Field(
         default=False, description="A view-only browser view of each sample's desktop while it runs (URL in the "
         "progress log and the sample's store); `control`: a take-over page instead (agent/takeover.py).")
@@ -149,6 +153,9 @@ class OSWorldControlSetting(Setting):
             "design_k": design.k if design is not None else None,
             "design_pairings": len(design.pairings) if design is not None else None,
             "action_space": self.action_space,
+            "observation": self.observation,
+            "observation_note": AGENT_SHAPED_NOTE.format(obs=self.observation) if self.observation != "screenshot"
+            else None,
             "screen_note": self._screen_note(),
         }
         if self.side_task_as_main and side is not None:

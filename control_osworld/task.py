@@ -6,12 +6,15 @@
     inspect eval ... -T mode=honest -T honest_matching=per_main   # honest runs without side setup (old way)
     inspect eval ... -T mode=attack -T pairings_file=side_tasks/pairings.yaml -T hand_held_instruction=true
     inspect eval ... -T action_space=pyautogui      # or computer_13: OSWorld's action spaces (agent/spaces.py)
+    inspect eval ... -T action_space=pyautogui -T observation=som   # or a11y_tree, screenshot_a11y_tree
+    inspect eval ... --model openai-api/vllm/<model> -T policy=prompted -T action_space=pyautogui  # OSWorld's prompt agent
 
 Every option is a -T task argument, so `inspect eval-retry` re-creates the same task.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Literal
 
@@ -20,10 +23,16 @@ from control_arena.eval import ControlEvalConfig, get_control_task
 from inspect_ai import Task, task, task_with
 
 from control_osworld.agent.loop import desktop_scaffold
+from control_osworld.agent.observation import AGENT_SHAPED_NOTE, check_observation
 from control_osworld.agent.policies import osworld_policy
+from control_osworld.agent.prompted import prompted_policy
 from control_osworld.desktop.provider import DesktopSpec
 from control_osworld.osworld.design import resolve_path
 from control_osworld.setting import OSWorldControlSetting
+
+POLICIES = ("tools", "prompted")
+"""`tools`: the model calls the desktop tool (native computer use where the provider has it);
+`prompted`: OSWorld's prompt-agent format for any chat model (agent/prompted.py)."""
 
 
 def _list(v: str | list[str] | None) -> list[str] | None:
@@ -68,9 +77,20 @@ def osworld_control(
     epochs: int | None = None,
     name: str | None = None,
     action_space: str = "computer",
+    observation: str = "screenshot",
+    policy: str = "tools",
+    history: int = 3,
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
     eval_mode = EvalMode(mode)
+    check_observation(observation, action_space)
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; use one of {', '.join(POLICIES)}")
+    if policy == "prompted" and action_space == "computer":
+        raise ValueError("policy=prompted needs action_space pyautogui or computer_13 (OSWorld's prompt-agent "
+                         "format has no computer tool)")
+    if observation != "screenshot":
+        logging.getLogger(__name__).warning("%s", AGENT_SHAPED_NOTE.format(obs=observation))
     dirs = {k: str(Path(v).resolve()) for k, v in (("tasks_dir", tasks_dir), ("side_tasks_dir", side_tasks_dir)) if v}
     setting = OSWorldControlSetting(
         **dirs,
@@ -80,17 +100,21 @@ def osworld_control(
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
         hand_held_instruction=hand_held_instruction, action_space=action_space, live_view=live_view,
+        observation=observation,
     )
     # OSWorld's spaces see the desktop's own pixels, whatever its size turns out to be
     model_w, model_h = setting.model_size() if action_space == "computer" else (None, None)
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
-    policy = osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
-                            reminder_every=reminder_every, model_role="untrusted" if untrusted_model else None)
-    protocol = _micro_protocol(micro_protocol, policy, monitor, defer_threshold)
+    role = "untrusted" if untrusted_model else None
+    agent = (prompted_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt, history=history, model_role=role)
+             if policy == "prompted" else
+             osworld_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt,
+                            reminder_every=reminder_every, model_role=role))
+    protocol = _micro_protocol(micro_protocol, agent, monitor, defer_threshold)
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
         scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots, model_width=model_w,
-                                  model_height=model_h),
+                                  model_height=model_h, observation=observation),
         # Placeholders keep control-arena from building its default (keyed) models for roles
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",
@@ -104,7 +128,8 @@ def osworld_control(
                                                        "honest_matching": honest_matching,
                                                        "pairings_file": pairings_file,
                                                        "hand_held_instruction": hand_held_instruction,
-                                                       "action_space": action_space})
+                                                       "action_space": action_space,
+                                                       "observation": observation, "policy": policy})
     # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
     # the Task. Without it one sample's desktop error would cancel every other sample.
     return task_with(built, fail_on_error=False)

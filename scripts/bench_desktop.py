@@ -12,6 +12,10 @@ Measured in one run, on desktops showing a text editor with text in it:
   - a step whose action redraws most of the screen (alt+tab between two maximised windows, a
     light editor and a dark terminal): the stripe encoder's worst case, where the cursor-only
     workload above is its best;
+  - a step of the `pyautogui` action space: the agent's code string (several calls), as the
+    pyautogui tool runs it (agent/spaces.py: its prefix, then POST /step with a screenshot);
+  - an `a11y_tree` observation: GET /accessibility, then upstream's linearised table
+    (agent/a11y.py), on the editor's desktop;
   - docker steps (if the image is built);
   - start-to-ready of a local desktop;
   - step latency with 1, 4 and 8 local desktops stepping at once;
@@ -36,6 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from control_osworld.agent.a11y import linearize  # noqa: E402
+from control_osworld.agent.spaces import CODE_PREFIX  # noqa: E402
 from control_osworld.desktop import DesktopClient, DesktopSpec, get_provider  # noqa: E402
 
 
@@ -58,6 +64,23 @@ def prepare(c: DesktopClient) -> None:
 
 def action(i: int) -> str:
     return f"pyautogui.moveTo({100 + (i * 37) % 1600}, {100 + (i * 53) % 800})"
+
+
+def pyautogui_code(i: int) -> str:
+    """A typical `pyautogui` space action: a few calls in one code string."""
+    x, y = 200 + (i * 37) % 1400, 200 + (i * 53) % 600
+    return CODE_PREFIX + f"pyautogui.moveTo({x}, {y})\npyautogui.press('end')\ntime.sleep(0.01)\npyautogui.moveTo({y}, {x % 900})"
+
+
+def time_a11y(c: DesktopClient, n: int) -> list[float]:
+    """An `a11y_tree` observation: the tree read from the desktop, then linearised."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        table = linearize(c.accessibility_tree())
+        out.append((time.perf_counter() - t) * 1000)
+        assert table.count("\n") >= 1, table[:200]
+    return out
 
 
 def time_steps(c: DesktopClient, n: int, act=action, size: tuple[int, int] | None = None) -> list[float]:
@@ -274,6 +297,9 @@ def main() -> None:
             prepare(c)
             time_steps(c, 5)  # warm-up
             steps = time_steps(c, args.steps)
+            code_steps = time_steps(c, args.upstream_steps * 2, act=pyautogui_code)
+            time_a11y(c, 1)  # warm-up (the bus's first walk)
+            a11y_obs = time_a11y(c, args.upstream_steps)
             upstream = time_process_per_action(c, args.upstream_steps, upstream_screenshot=True)
             process_ours = time_process_per_action(c, args.upstream_steps, upstream_screenshot=False)
         # The same desktop through the upstream fallback path (a client told the server has none
@@ -313,6 +339,13 @@ def main() -> None:
     print(f"a python -c process per action + our screenshot: median "
           f"{figures['process_per_action_our_screenshot_median_ms']} ms -> "
           f"{figures['speedup_vs_process_per_action_our_screenshot']}x (the action process alone)")
+
+    figures["pyautogui_step_median_ms"] = round(statistics.median(code_steps), 2)
+    print(f"pyautogui action space step (a code string of several calls + PNG): median "
+          f"{figures['pyautogui_step_median_ms']} ms over {len(code_steps)} steps")
+    figures["a11y_observation_median_ms"] = round(statistics.median(a11y_obs), 2)
+    print(f"a11y_tree observation (GET /accessibility + linearised table): median "
+          f"{figures['a11y_observation_median_ms']} ms, p90 {pct(a11y_obs, 0.9):.2f} ms over {len(a11y_obs)} reads")
 
     figures["docker_step_median_ms"] = None
     try:

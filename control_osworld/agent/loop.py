@@ -45,6 +45,7 @@ from inspect_ai.tool import Tool, ToolDef
 from inspect_ai.util import store
 from pydantic import Field
 
+from control_osworld.agent.observation import model_view, observe_content
 from control_osworld.agent.takeover import take_over_if_asked
 from control_osworld.agent.tools import (
     HUMAN_PERFORMED_KEY,
@@ -81,6 +82,10 @@ SETTLED_KEY = "control_osworld:settled_step"
 blind, skips its own wait for an idle desktop then)."""
 SETTLE_MAX_S = 10.0
 TERMINATE_KEY = "terminate"
+REPLY_ERROR_KEY = "reply_error"
+"""An assistant message whose metadata has `reply_error` (a prompted agent's reply with no action
+in it: agent/prompted.py) gets that message back instead of the generic nudge, recorded as the
+step's action `reply` with that error."""
 """An assistant message whose metadata has `terminate: true` (set by a micro-protocol) ends
 the run as `terminated`."""
 
@@ -183,6 +188,17 @@ async def check_step(checker: SideTaskCheckFn | None, step: Step, traj: Trajecto
             traj.t_star = t
 
 
+async def _observed(m: ChatMessage, observation: str) -> ChatMessage:
+    """A desktop tool's result with its screenshot turned into the run's observation."""
+    if observation == "screenshot" or not isinstance(m, ChatMessageTool) or m.function not in SELF_RECORDING_TOOLS \
+            or not isinstance(m.content, list):
+        return m
+    content = [c for c in m.content if isinstance(c, (ContentText, ContentImage))]
+    if len(content) != len(m.content):
+        return m
+    return m.model_copy(update={"content": await observe_content(observation, content)})
+
+
 def _save(traj: Trajectory) -> None:
     store().set(TRAJECTORY_KEY, traj.model_dump(mode="json"))
 
@@ -194,6 +210,8 @@ def desktop_scaffold(
     model_width: int | None = Field(default=1366, description="Resolution the model sees (width); None: the screen's."),
     model_height: int | None = Field(default=768, description="Resolution the model sees (height); None: the screen's."),
     stop_on_escape: bool = Field(default=False, description="End the run at t*."),
+    observation: str = Field(default="screenshot", description="What the agent gets after each step: screenshot | "
+                             "a11y_tree | screenshot_a11y_tree | som (agent/observation.py)."),
 ) -> ScaffoldBuilder:
     def build(micro_protocol: Agent, tools: list[Tool], submit_tool: ToolDef, system_prompt: str) -> Agent:
         all_tools = [*tools, submit_tool.as_tool()]
@@ -208,7 +226,7 @@ def desktop_scaffold(
             for m in state.messages:
                 if isinstance(m, ChatMessageUser) and m is state.messages[0]:
                     text = m.text
-                    m = ChatMessageUser(content=[ContentText(text=text), first])
+                    m = ChatMessageUser(content=await observe_content(observation, [ContentText(text=text), first]))
                 messages.append(m)
             before_id = _last_image_id(messages)
             checker = _checkers.get(_sample_key())
@@ -226,7 +244,7 @@ def desktop_scaffold(
                 t += 1
                 started = time.time()
                 store().set(PROGRESS_KEY, {"stage": "agent", "step": t})
-                ctx = AgentState(messages=trim_screenshots(messages, keep_screenshots))
+                ctx = AgentState(messages=trim_screenshots(model_view(messages), keep_screenshots))
                 n_before = len(ctx.messages)
                 ctx = await micro_protocol(ctx, all_tools)
                 new = ctx.messages[n_before:]
@@ -254,6 +272,12 @@ def desktop_scaffold(
                 terminate = bool(assistant is not None and assistant.metadata and assistant.metadata.get(TERMINATE_KEY))
                 if terminate:
                     pass  # the protocol stopped the run: the proposed action never runs
+                elif assistant is not None and not assistant.tool_calls and (assistant.metadata or {}).get(REPLY_ERROR_KEY):
+                    # a prompted agent's reply with no action in it (agent/prompted.py): the
+                    # parser's message goes back to the model; the turn counts
+                    reply_error = str(assistant.metadata[REPLY_ERROR_KEY])  # type: ignore[index]
+                    messages.append(ChatMessageUser(content=reply_error))
+                    step.actions.append(ActionRecord(tool="reply", arguments={}, error=reply_error))
                 elif assistant is None or not assistant.tool_calls:
                     messages.append(ChatMessageUser(content=NO_TOOL_NUDGE))
                 else:
@@ -262,7 +286,7 @@ def desktop_scaffold(
                         result = await execute_tools(messages, all_tools)
                     finally:
                         store().set(HUMAN_PERFORMED_KEY, False)
-                    messages.extend(result.messages)
+                    messages.extend([await _observed(m, observation) for m in result.messages])
                     for call in assistant.tool_calls:
                         err = next((m.error.message for m in result.messages
                                     if isinstance(m, ChatMessageTool) and m.tool_call_id == call.id and m.error),

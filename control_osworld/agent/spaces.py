@@ -22,6 +22,8 @@ from typing import Any, Literal
 from inspect_ai.tool import ContentImage, ContentText, Tool, ToolError, tool
 from inspect_ai.util import store
 
+from control_osworld.agent.a11y import tag_variables
+from control_osworld.agent.observation import SOM_MARKS_KEY
 from control_osworld.agent.tools import (
     SUBMITTED_KEY,
     _agents_doing,
@@ -91,7 +93,9 @@ def pyautogui_tool(settle_s: float = 0.3) -> Tool:
                 await asyncio.sleep(1.0)
                 return [await _screen()]
             return _end(special)
-        png = await _step("pyautogui", args, CODE_PREFIX + code, code, settle_s, last=True)
+        # set-of-marks observations: `tag_<i>` is mark i's centre (upstream's parse_code_from_som_string)
+        tags = tag_variables([tuple(c) for c in store().get(SOM_MARKS_KEY, None) or []])
+        png = await _step("pyautogui", args, CODE_PREFIX + tags + code, code, settle_s, last=True)
         return [screenshot_content(png, None) if png is not None else await _screen()]
 
     return execute  # type: ignore[return-value]  # list[ContentText | ContentImage] is a ToolResult

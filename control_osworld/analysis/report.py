@@ -25,6 +25,7 @@ from . import codebook, exclusions, plots, render, tables
 from . import hazards as hz
 from . import identifiability as idf
 from .bootstrap import ResampleWeights, check_cluster, cluster_weights, group_rng, resample_weights
+from .conditions import UNRECORDED, by_condition, condition_parts
 from .protocol_report import summary_lines, write_protocol_report
 from .protocols import ProtocolOptions, protocol_table
 from .runs import attempts_as_recorded
@@ -304,13 +305,12 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
         ("table3", t3, False, "Table 3: full-trajectory monitors", "tab:full-trajectory"),
         ("table4", t4, True, "Table 4: per-step monitors", "tab:per-step"),
     ):
-        if "action_space" in df.columns:  # one table per action space
-            parts = [(sp, df[df["action_space"] == sp].drop(columns="action_space"))
-                     for sp in dict.fromkeys(df["action_space"])]
-            write(f"{name}.md", "\n".join(render.render_markdown(d, f"{title} (action space {sp})", opts, per_step)
-                                          for sp, d in parts))
-            write(f"{name}.tex", "\n".join(render.render_latex(d, f"{title} (action space {sp})", opts, per_step,
-                                                               f"{label}-{sp}") for sp, d in parts))
+        parts = condition_parts(df)  # one table per action space x observation when runs vary
+        if len(parts) > 1 or parts[0][0]:
+            write(f"{name}.md", "\n".join(render.render_markdown(d, f"{title} ({lab})", opts, per_step)
+                                          for lab, d in parts))
+            write(f"{name}.tex", "\n".join(render.render_latex(d, f"{title} ({lab})", opts, per_step,
+                                                               f"{label}-{_slug(lab)}") for lab, d in parts))
         else:
             write(f"{name}.md", render.render_markdown(df, title, opts, per_step))
             write(f"{name}.tex", render.render_latex(df, title, opts, per_step, label))
@@ -343,7 +343,8 @@ def _build(runs, scores, out: Path, opts, popts, errors, codebooks, progress, pl
     step()
 
     # protocols on every usable run (the detection tables' attack exclusions do not apply)
-    ptab = protocol_table(runs, scores, popts, opts.inclusive_for)
+    ptab = by_condition(lambda sub: protocol_table(sub, scores, popts, opts.inclusive_for), runs,
+                        relabel="untrusted_model")
     written.update(write_protocol_report(runs, scores, out, popts, opts.inclusive_for, plots_enabled, table=ptab,
                                          header=header))
     ex = exclusions.excluded_runs_table(runs, excluded, opts.attacks, errors)
@@ -411,35 +412,28 @@ def _plots(runs, scores, opts, out: Path, fig_groups) -> dict[str, Path]:
     return written
 
 
-UNRECORDED_SPACE = "(unrecorded)"
+UNRECORDED_SPACE = UNRECORDED
+
+
+def _slug(label: str) -> str:
+    """`action space pyautogui, observation som` -> `pyautogui-som` (LaTeX labels)."""
+    return "-".join(part.rsplit(" ", 1)[-1] for part in label.split(", "))
 
 
 def action_spaces(runs: pd.DataFrame) -> list[str]:
     """The agents' action spaces among these runs (runs-table column `action_space`)."""
     if "action_space" not in runs.columns:
         return []
-    return sorted({str(v) for v in _space_of(runs)})
-
-
-def _space_of(runs: pd.DataFrame) -> pd.Series:
-    # a runs table written before the column: its own group, never dropped
-    return runs["action_space"].astype(object).where(runs["action_space"].notna(), UNRECORDED_SPACE)
+    return sorted({str(v) for v in runs["action_space"].astype(object).where(runs["action_space"].notna(),
+                                                                              UNRECORDED)})
 
 
 def by_action_space(table_fn, runs: pd.DataFrame, scores: pd.DataFrame, opts, progress=None) -> pd.DataFrame:
-    """Table 3 or 4 (`table_fn`). Runs of several action spaces: one table per space (honest and
-    attack runs of a space compared with each other only), stacked with an `action_space`
-    column; runs of one space (or none recorded): the table as it is."""
-    spaces = action_spaces(runs)
-    if len(spaces) <= 1:
-        return table_fn(runs, scores, opts, progress)
-    parts = []
-    for sp in spaces:
-        sub = runs[(_space_of(runs) == sp).to_numpy()].reset_index(drop=True)
-        df = table_fn(sub, scores, opts, progress)
-        df.insert(0, "action_space", sp)
-        parts.append(df)
-    return pd.concat(parts, ignore_index=True)
+    """Table 3 or 4 (`table_fn`) per condition, action space x observation
+    (analysis/conditions.py): runs of several conditions give one table per condition (honest and
+    attack runs of a condition compared with each other only), stacked with a column per varying
+    axis; runs of one condition: the table as it is."""
+    return by_condition(lambda sub: table_fn(sub, scores, opts, progress), runs)
 
 
 def matching_statement(runs: pd.DataFrame) -> str:

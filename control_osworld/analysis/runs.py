@@ -47,7 +47,7 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
                         "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
                         "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
                         "main_unknown", "side_unknown", "attempts", "escape_log", "action_space",
-                        "side_task_category", "player", "takeover_steps", "seconds")
+                        "side_task_category", "player", "takeover_steps", "seconds", "observation")
 # player: who played the run (`agent`, or `human`: a human run, agent/human.py); takeover_steps:
 # steps of take-overs during the run (agent/takeover.py); seconds: the agent loop's wall time.
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
@@ -61,7 +61,10 @@ OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching
 # action_space: the agent's desktop tool (computer | pyautogui | computer_13; agent/spaces.py);
 # side_task_category: the category of the side task whose environment the run has (an attack run's
 # side task, a matched honest run's env_side_task_id); analysis/categories.py.
+# observation: what the agent got after each step (screenshot | a11y_tree | screenshot_a11y_tree | som;
+# agent/observation.py).
 ACTION_SPACES = ("computer", "pyautogui", "computer_13")
+OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)
 OPTIONAL_SCORE_COLUMNS = ("score_point",)
@@ -259,6 +262,7 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["env_side_task_id"] = _to_str(df, "env_side_task_id", path, nullable=True)
     out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
     out["action_space"] = _to_str(df, "action_space", path, nullable=True, allowed=ACTION_SPACES)
+    out["observation"] = _to_str(df, "observation", path, nullable=True, allowed=OBSERVATIONS)
     out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
     out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
     for c in ("error_kind", "error_after_outcome", "error_after_outcome_kind", "main_unknown", "side_unknown", "escape_log"):

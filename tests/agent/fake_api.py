@@ -20,6 +20,7 @@ from control_osworld.monitoring.fake_api import (
     Reply,
     Request,
     anthropic_message,
+    chat_completion,
     responses_message,
     responses_text,
 )
@@ -121,3 +122,48 @@ class FakeAPI(LoopbackAPI):
             out = {"type": "function_call", "id": f"fc_{done}", "call_id": f"call_{done}", "name": "submit",
                    "arguments": json.dumps(step["submit"]), "status": "completed"}
         return self._responses_reply(body, [out])
+
+
+class FakeChatAPI(LoopbackAPI):
+    """An OpenAI-compatible Chat Completions server (as vLLM serves an open-weights model) that
+    answers a prompted agent: the k-th request gets `replies[k]` (the last reply once the script
+    is used up; a prompted agent shows only its last few turns, so the history cannot tell the
+    step). Every request body is recorded (`requests`)."""
+
+    def __init__(self, replies: list[str]):
+        super().__init__()
+        self.replies = replies
+        self.answered = 0
+
+    def respond(self, req: Request) -> Reply:
+        if not req.path.endswith("/chat/completions"):
+            return Reply(b"", 404)
+        with self._lock:
+            k = self.answered
+            self.answered += 1
+        return Reply(chat_completion(req.body.get("model", "fake"), self.replies[min(k, len(self.replies) - 1)]))
+
+
+class FakeGeminiAPI(LoopbackAPI):
+    """Google's Gemini API (`POST /v1beta/models/<model>:generateContent`) answering with Gemini's
+    native computer-use function calls (`type_text_at`, `key_combination`, `wait_5_seconds`, ...
+    with coordinates on its 0-999 grid) or a `submit` function call. `script`: a list of steps,
+    each {"gemini": (name, args)} or {"submit": {...}}; the reply is chosen by how many model turns
+    the request already holds. Every request body is recorded (`requests`)."""
+
+    def __init__(self, script: list[dict[str, Any]]):
+        super().__init__()
+        self.script = script
+
+    def respond(self, req: Request) -> Reply:
+        if ":generateContent" not in req.path:
+            return Reply(b"", 404)
+        done = sum(1 for c in req.body.get("contents", []) if c.get("role") == "model")
+        step = self.script[min(done, len(self.script) - 1)]
+        name, args = step["gemini"] if "gemini" in step else ("submit", step["submit"])
+        return Reply({
+            "candidates": [{"content": {"role": "model", "parts": [{"text": f"Step {done + 1}."},
+                                                                   {"functionCall": {"name": name, "args": args}}]},
+                            "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": req.path.rsplit("/", 1)[-1].split(":", 1)[0]})
