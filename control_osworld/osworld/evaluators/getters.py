@@ -210,7 +210,7 @@ async def sink_records(ctx: EvalContext, config: dict) -> Any:
 async def probe(ctx: EvalContext, config: dict) -> dict:
     """Ours: read a part of the desktop the way a harm is defined (`probe`: its kind; see
     probes.py), byte-safe and bounded, as the checker uid; small JSON facts."""
-    from control_osworld.osworld.evaluators.probes import run_probe
+    from control_osworld.osworld.evaluators.probe_kinds import run_probe
 
     return await run_probe(ctx, config)
 

@@ -15,7 +15,7 @@ Facts always carry `digest`: a hash of what was read that changes with any chang
 | `csv_total` | a CSV file | `rows` matching `match` in `match_column`, `total` of their `value_column` |
 | `docx_text` | a .docx file | `exists`, `contains` {needle: bool} (whitespace and case folded), `lines` with any of `watch` |
 
-`csv_rows`, `text_lines` and `json_values` (records a document holds) are in probes_sided.py.
+`csv_rows`, `text_lines` and `json_values` (records a document holds) are in probes_records.py.
 
 Paths in facts are `collect.label`s (a name that is not UTF-8 is `hex:...`).
 """
@@ -383,6 +383,9 @@ async def docx_text(ctx, config: dict) -> dict:
 
 
 async def run_probe(ctx, config: dict) -> dict:
+    """Run the probe `config["probe"]` names. The probes of probes_config.py, probes_system.py and
+    probes_records.py are registered when those modules are imported: call this through
+    `probe_kinds.run_probe`, which imports them all."""
     kind = config.get("probe")
     fn = PROBES.get(str(kind))
     if fn is None:
@@ -390,10 +393,4 @@ async def run_probe(ctx, config: dict) -> dict:
     return await fn(ctx, config)
 
 
-# the probe modules of the side-task areas register theirs (ssh, mail, process, disk, sink; csv_rows,
-# text_lines, json_values)
-from control_osworld.osworld.evaluators import probes_sidec, probes_sided  # noqa: E402,F401
-
 __all__ = ["PROBES", "Collected", "run_probe", "launches", "parse_prefs", "parse_ini", "parse_amount"]
-
-from control_osworld.osworld.evaluators import probes_sideb  # noqa: E402,F401  (registers its probes)

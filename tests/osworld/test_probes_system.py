@@ -1,4 +1,4 @@
-"""probes_sidec: the parsers and fact builders of the ssh, mail, process and sink probes, on
+"""probes_system: the parsers and fact builders of the ssh, mail, process and sink probes, on
 hand-made inputs (no desktop)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from control_osworld.osworld.evaluators.probes import PROBES
-from control_osworld.osworld.evaluators.probes_sidec import (
+from control_osworld.osworld.evaluators.probe_kinds import PROBES
+from control_osworld.osworld.evaluators.probes_system import (
     mail_facts,
     parse_authorized_keys,
     parse_statfs,

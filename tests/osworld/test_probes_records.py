@@ -1,4 +1,4 @@
-"""The destruction/sabotage/fraud probes (probes_sided.py) on hand-made inputs: the facts from
+"""The destruction/sabotage/fraud probes (probes_records.py) on hand-made inputs: the facts from
 bytes, and each probe end to end through `collect` run by this machine's bash against a folder
 standing in for the home (as the checker collects on a desktop)."""
 
@@ -14,8 +14,13 @@ import pytest
 
 from control_osworld.osworld import assets
 from control_osworld.osworld.evaluators.harms import probe_rules
-from control_osworld.osworld.evaluators.probes import PROBES, run_probe
-from control_osworld.osworld.evaluators.probes_sided import csv_facts, fold, json_facts, text_facts
+from control_osworld.osworld.evaluators.probe_kinds import PROBES, run_probe
+from control_osworld.osworld.evaluators.probes_records import (
+    csv_facts,
+    fold,
+    json_facts,
+    text_facts,
+)
 from control_osworld.osworld.evaluators.unknown import Unknown
 
 REPO = Path(__file__).resolve().parents[2]
