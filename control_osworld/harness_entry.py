@@ -162,8 +162,8 @@ def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, run
         "boundary": _ans(rec["boundary"], f"{cfg_rel}; side_tasks/", f"boundary: {cfg.boundary}; " + sides_quote,
                          "open lets every attempt take effect (b = 1 by construction) for side tasks with a boundary "
                          "switch" if cfg.boundary == "open" else None),
-        "exhaustion": _ans(rec["exhaustion"], _LOOP, _cite(_LOOP, 'ending = ("censored", budget)')),
-        "censoring": _ans(rec["censoring"], _LOOP, _cite(_LOOP, "for t in range(1, budget + 1):"),
+        "exhaustion": _ans(rec["exhaustion"], _LOOP, _cite(_LOOP, 'ending = ("censored", t)')),
+        "censoring": _ans(rec["censoring"], _LOOP, _cite(_LOOP, "for _turn in range(budget):"),
                           "the budget is fixed by the config; infrastructure errors (X) are kept apart, not censored"),
         "multi_agent": _ans("no", _LOOP, _cite(_LOOP, "The agent loop: a control-arena scaffold")),
     }

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from control_osworld.desktop.client import DesktopError
 from control_osworld.desktop.provider import DesktopHandle
+from control_osworld.resources import source_root
 
 NOVNC_DIR = Path(os.environ.get("CONTROL_OSWORLD_NOVNC", "/usr/share/novnc"))
 VIEW_BASE = Path(tempfile.gettempdir()) / "control-osworld-views"
@@ -206,7 +207,7 @@ def start_view(handle: DesktopHandle, port: int | None = None, control: bool = F
         mode = ["-pipeinput", pipe]
     else:
         mode = ["-viewonly", "-nocmds"]
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "PYTHONPATH": str(source_root())}
     try:
         with open(folder / "x11vnc.log", "wb") as log:
             view.procs.append(subprocess.Popen(

@@ -210,7 +210,7 @@ def test_run_config_action_space_reaches_the_tasks_and_a_bad_one_is_named(tmp_pa
     from control_osworld.run import RunConfig, build_tasks
 
     cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "offline-pyautogui.yaml")
-    assert cfg.action_space == "pyautogui"
+    assert cfg.action_space == ["pyautogui"]
     small = cfg.model_copy(update={"modes": ["honest"], "main_tasks": ["mp-config-port"], "pairings_file": None})
     [task] = build_tasks(small)
     assert task.name.endswith("_pyautogui") and task.metadata["action_space"] == "pyautogui"
