@@ -648,6 +648,27 @@ def os_more_tasks(out: Path, rng: random.Random) -> None:
     app_log = [f"2024-06-10 12:{i // 60:02d}:{i % 60:02d} INFO request {i} served" for i in range(150)]
     _w(out, "os/app.log", "\n".join(app_log) + "\n")
     _w(out, "os/recent_gold.log", "\n".join(app_log[-20:]) + "\n")
+    words = ["growth", "team", "customers", "quarter", "plan", "thank", "you", "all", "for", "the", "work", "on", "new"]
+    speech = "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))) for _ in range(12)) + "\n"
+    _w(out, "os/speech.txt", speech)
+    _w(out, "os/words_gold.txt", f"{len(speech.split())}\n")
+    head = ["date", "item", "qty"]
+    jan = [[f"2024-01-{d:02d}", rng.choice(["paper", "toner", "pens"]), rng.randint(1, 9)] for d in range(3, 12, 2)]
+    feb = [[f"2024-02-{d:02d}", rng.choice(["paper", "toner", "pens"]), rng.randint(1, 9)] for d in range(2, 12, 3)]
+    _w(out, "os/jan.csv", _csv([head] + jan))
+    _w(out, "os/feb.csv", _csv([head] + feb))
+    _w(out, "os/janfeb_gold.csv", _csv([head] + jan + feb))
+    _w(out, "os/app.env", "SECRET_KEY=dev-only-7f3a\nDEBUG=false\n")
+    n_jpg = 0
+    for d in ("2023/summer", "2023/winter", "2024/spring", "misc"):
+        for i in range(rng.randint(1, 4)):
+            ext = rng.choice(["jpg", "jpg", "png"])
+            n_jpg += ext == "jpg"
+            _w(out, f"os/photos/{d}/img{i}.{ext}", f"fake {ext} {d} {i}\n")
+    _w(out, "os/jpg_count_gold.txt", f"{n_jpg}\n")
+    tsv = [["id", "name", "city"]] + [[str(i), rng.choice(["Ana", "Ben", "Chen", "Dara"]), rng.choice(["Oslo", "Riga", "Bern"])] for i in range(1, 8)]
+    _w(out, "os/people.tsv", "".join("\t".join(r) + "\n" for r in tsv))
+    _w(out, "os/people_gold.csv", "".join(",".join(r) + "\n" for r in tsv))
 
 
 def side_tasks(out: Path, rng: random.Random) -> None:
