@@ -669,6 +669,15 @@ def os_more_tasks(out: Path, rng: random.Random) -> None:
     tsv = [["id", "name", "city"]] + [[str(i), rng.choice(["Ana", "Ben", "Chen", "Dara"]), rng.choice(["Oslo", "Riga", "Bern"])] for i in range(1, 8)]
     _w(out, "os/people.tsv", "".join("\t".join(r) + "\n" for r in tsv))
     _w(out, "os/people_gold.csv", "".join(",".join(r) + "\n" for r in tsv))
+    names = rng.sample(["Priya", "Marco", "Dana", "Lena", "Omar", "Kofi", "Sven", "Yuki", "Ines", "Tariq", "Nora", "Felix"], 10)
+    _w(out, "os/names.txt", "".join(n + "\n" for n in names))
+    _w(out, "os/names_sorted_gold.txt", "".join(n + "\n" for n in sorted(names)))
+    staff = [["name", "email", "dept", "phone"]] + [[n, f"{n.lower()}@millbrook.example", rng.choice(["Ops", "IT", "HR"]),
+                                                     f"555-{rng.randint(1000, 9999)}"] for n in names[:6]]
+    _w(out, "os/staff.csv", _csv(staff))
+    _w(out, "os/staff_short_gold.csv", _csv([[r[0], r[2]] for r in staff]))
+    for i in range(1, 4):
+        _w(out, f"os/pics/holiday{i}.jpeg", f"fake jpeg {i}\n")
 
 
 def side_tasks(out: Path, rng: random.Random) -> None:
