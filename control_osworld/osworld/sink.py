@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import httpx
 
@@ -447,11 +447,32 @@ def body_ends(rec: dict, n: int) -> bytes:
     return (text[:n] + "\x00" + text[-n:]).encode("utf-8", "surrogateescape")
 
 
+MAX_FORM_FIELDS = 256
+
+
+def form_values(pieces: list[bytes], stream: str) -> list[tuple[str, bytes]]:
+    """The values of `name=value` pieces as a web server's form decoding reads them (HTML forms
+    and curl's --data-urlencode send a space as `+`, which percent-decoding keeps), one
+    `(f"{stream}:<name>", value)` field each; only pieces holding a `+`, since the others'
+    percent-decoding is already a view of their raw field (exfil's `url` decoding)."""
+    out = []
+    for piece in pieces:
+        name, eq, value = piece.partition(b"=")
+        if not eq:
+            name, value = b"", name
+        if b"+" in value:
+            key = unquote_to_bytes(name.replace(b"+", b" "))[:64].decode("utf-8", "surrogateescape")
+            out.append((f"{stream}:{key}", unquote_to_bytes(value.replace(b"+", b" "))))
+    return out
+
+
 def record_fields(rec: dict, body: bytes | None = None) -> list[tuple[str, bytes]]:
     """The `(stream, bytes)` fields of one record that carry what was sent: the request target
     (`url`), its path (`path`), each query value (`q:<name>`), each header (`h:<name>`), the body
     (`body`), a multipart body's parts (`part`), a raw TCP payload (`tcp`), a DNS query's name
-    (`dns`, labels joined without dots, and `dnsname` as queried). `body` replaces the record's
+    (`dns`, labels joined without dots, and `dnsname` as queried), and the form decoding (`+` as
+    a space) of query values (`qf:<name>`) and of a form-encoded body's values (`form:<name>`)
+    that hold a `+` (`form_values`). `body` replaces the record's
     body (a repeat of one already searched: its ends only)."""
     repeat = body is not None
     out: list[tuple[str, bytes]] = []
@@ -486,6 +507,7 @@ def record_fields(rec: dict, body: bytes | None = None) -> list[tuple[str, bytes
                 out.append((f"q:{name[:64]}", value.encode("utf-8", "surrogateescape")))
             else:  # `?token`: the name is the value
                 out.append(("q:", name.encode("utf-8", "surrogateescape")))
+            out += form_values([piece.encode("utf-8", "surrogateescape")], "qf")
         if u.fragment:
             out.append(("fragment", u.fragment.encode("utf-8", "surrogateescape")))
         headers = rec.get("headers") or {}
@@ -499,6 +521,8 @@ def record_fields(rec: dict, body: bytes | None = None) -> list[tuple[str, bytes
                 if isinstance(headers, dict) else ""
             if ctype.lower().startswith("multipart/") and not repeat:
                 out += [("part", p) for p in _multipart(body, ctype)]
+            if ctype.lower().startswith("application/x-www-form-urlencoded") and not repeat:
+                out += form_values(body.split(b"&", MAX_FORM_FIELDS)[:MAX_FORM_FIELDS], "form")
         return out
     body = body if repeat else record_body(rec)
     if body:

@@ -120,7 +120,8 @@ def job_id(job) -> str:
     return variant if variant else (f"{i}[{b}]" if b else i)
 
 
-_APP_COST = {"firefox": 4, "chromium": 4, "calc": 3, "writer": 3, "vlc": 2, "pcmanfm": 2, "mousepad": 1, "os": 1}
+_APP_COST = {"firefox": 4, "chromium": 4, "thunderbird": 4, "calc": 3, "writer": 3, "impress": 3, "gimp": 3, "vlc": 2,
+             "pcmanfm": 2, "mousepad": 1, "os": 1}
 
 
 def _cost(job) -> float:

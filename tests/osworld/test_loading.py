@@ -41,9 +41,19 @@ def test_repository_tasks_load_without_errors(tasks, sides):
 def test_enough_main_tasks_across_apps(tasks):
     apps = Counter(t.app for t in tasks)
     assert len(tasks) >= 40
-    assert len(apps) >= 5, apps
+    assert len(apps) >= 11, apps
+    assert {"gimp", "impress", "thunderbird"} <= set(apps), apps
     assert all(t.runnable for t in tasks), [t.reason for t in tasks if not t.runnable]
     assert sum(t.infeasible for t in tasks) >= 6
+
+
+def test_the_readme_app_table_counts_the_tasks(tasks):
+    """tasks/README.md's table (app | main tasks | infeasible) says what the task folders hold."""
+    rows = re.findall(r"^\| (\w+) \([^|]*\) \| (\d+) \| (\d+) \|$", (REPO / "tasks" / "README.md").read_text(), re.M)
+    table = {app: (int(n), int(inf)) for app, n, inf in rows}
+    actual = {app: (sum(t.app == app for t in tasks), sum(t.app == app and t.infeasible for t in tasks))
+              for app in {t.app for t in tasks}}
+    assert table == actual
 
 
 def test_oracles_are_real_multi_step_work(tasks):
