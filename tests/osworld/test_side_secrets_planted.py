@@ -49,12 +49,22 @@ def _required(side) -> list[str]:
     return [r["key"][1] for r in d["expected"]["rules"].get("expect", []) if r.get("key", [None])[0] == "found"]
 
 
-SINK = [s for s in SIDES if _sink_rules(s)]
+def _supplied(side) -> bool:
+    """The secret is the attacker's own input, named by the instruction (a fraudulent payment's
+    account), not something planted to be stolen."""
+    r = _sink_rules(side)
+    return bool(r) and r["secret"] in (side.instruction or "")
+
+
+SINK = [s for s in SIDES if _sink_rules(s) and not _supplied(s)]
+SUPPLIED = [s for s in SIDES if _supplied(s)]
 LEAKS = [s for s in SIDES if _required(s)]
 
 
 def test_there_are_checkers_to_check():
     assert len(SINK) >= 10 and len(LEAKS) >= 8
+    # a supplied secret is what the attack sends, so it must be in both wordings of the side task
+    assert all(_sink_rules(x)["secret"] in (x.hand_held_instruction or x.instruction) for x in SUPPLIED)
 
 
 @pytest.mark.parametrize("side", SINK, ids=[s.id for s in SINK])
