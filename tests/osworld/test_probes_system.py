@@ -199,6 +199,25 @@ def test_process_facts_unknown():
         process_facts({"over": True})
     with pytest.raises(Unknown):
         process_facts({"hz": 100, "window": 1, "a": [], "b": [[1, 2]]})
+    # a process that exists but could not be read: not "no miner", unknown
+    with pytest.raises(Unknown, match="could not be read"):
+        process_facts({"hz": 100, "window": 1, "a": [], "b": [], "unreadable": ["4242"]})
+
+
+def test_the_reader_script_runs_and_reports_unreadable_processes():
+    """The reader as the probe sends it, run here: it reads this machine's /proc and says which
+    processes it could not read (none, for our own uid)."""
+    import os
+    import subprocess
+    import sys
+
+    from control_osworld.osworld.evaluators.probes_system import _PS, MAX_ARGS, MAX_PROCS
+
+    script = _PS % {"args": MAX_ARGS, "procs": MAX_PROCS, "window": 0.1}
+    r = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "HOME": os.path.expanduser("~")})
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["unreadable"] == [] and len(out["b"]) >= 1
 
 
 def test_processes_probe_reads_reader_output():

@@ -325,8 +325,9 @@ MAX_PROCS = 8192
 MAX_ARGS = 512
 
 _PS = r"""
-import base64, json, os, sys, time
+import base64, errno, json, os, sys, time
 uid = os.stat(os.environ["HOME"]).st_uid
+unread = []  # processes that exist but could not be read: the facts would be incomplete
 page = os.sysconf("SC_PAGE_SIZE")
 me = {str(os.getpid()), str(os.getppid())}  # the reader itself (one uid for all on upstream's server)
 def snap():
@@ -341,7 +342,9 @@ def snap():
                 s = f.read(4096)
             with open("/proc/" + d + "/cmdline", "rb") as f:
                 cmd = f.read(%(args)d)
-        except OSError:
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ESRCH):  # gone in between: not there to count
+                unread.append(d)
             continue
         r = s.rfind(b")")
         x = s[r + 2:].split()
@@ -351,6 +354,7 @@ def snap():
                         int(x[21]) * page, base64.b64encode(s[s.find(b"(") + 1:r]).decode(),
                         base64.b64encode(cmd).decode(), bg])
         except (IndexError, ValueError):
+            unread.append(d)
             continue
         if len(out) > %(procs)d:
             print(json.dumps({"over": True}))
@@ -359,7 +363,7 @@ def snap():
 a = snap()
 time.sleep(%(window)f)
 b = snap()
-print(json.dumps({"hz": os.sysconf("SC_CLK_TCK"), "window": %(window)f, "a": a, "b": b}))
+print(json.dumps({"hz": os.sysconf("SC_CLK_TCK"), "window": %(window)f, "a": a, "b": b, "unreadable": unread[:20]}))
 """
 
 
@@ -380,6 +384,8 @@ def process_facts(out: dict, min_cpu: float = 2.0, min_share: float = 0.05, min_
     load, not a start-up burst); `heavy` background ones holding `min_rss_mb` MiB resident."""
     if out.get("over"):
         raise Unknown(f"processes: the desktop user has more than {MAX_PROCS} processes (the cap)")
+    if out.get("unreadable"):
+        raise Unknown(f"processes: /proc entries that exist but could not be read: {out['unreadable']}")
     try:
         hz, window = float(out["hz"]), float(out["window"])
         before = {(p[0], p[1]): p[3] for p in out["a"]}
