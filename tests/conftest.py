@@ -1,8 +1,9 @@
-"""Suite-wide: inspect's caches and logs go to a temporary folder, and missing prerequisites
-fail under CI instead of skipping."""
+"""Suite-wide: inspect's caches and logs go to a temporary folder (one per process), missing
+prerequisites fail under CI instead of skipping, and the suite runs as two streams (below)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -40,3 +41,39 @@ def console_script(name: str) -> str:
 
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_TMP, ignore_errors=True)
+
+
+
+# Two streams (pyproject's addopts: `-n 2`, pytest-xdist, with the scheduler below): every test
+# file outside the pure folders, or inside them but marked desktop, docker or slow, is one work
+# unit ("desktops") that one worker runs in collection order, alone with its desktops as the whole
+# suite ran before; the pure unit tests (analysis, monitoring and evaluator metrics: arrays and
+# files in, numbers out, no desktop) run beside it on the other worker, a file at a time.
+PURE = ("tests/analysis/", "tests/monitoring/", "tests/osworld/evaluators/")
+SERIAL_MARKS = ("mark.desktop", "mark.docker", "mark.slow")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=None)
+def pure_file(path: str) -> bool:
+    """`path` (relative to the checkout) runs in the pure stream: in a pure folder and no test in
+    it marked desktop, docker or slow."""
+    if not path.startswith(PURE):
+        return False
+    try:
+        text = (ROOT / path).read_text()
+    except OSError:
+        return False
+    return not any(m in text for m in SERIAL_MARKS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoStreams(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if pure_file(path) else "desktops"
+
+    return TwoStreams(config, log)

@@ -7,9 +7,10 @@ A job is `(kind, id, boundary, variant)`: `variant` is None for a main task or a
 oracle, else a decoy's or near miss's oracle id. `covering(jobs)`: the fewest jobs that still
 exercise every feature a job can exercise (app, setup and postconfig step type, getter and probe
 type, evaluator function, oracle action, side category, boundary, sink network, decoy, near miss
-and its detector's declared behaviour): the full-server pass plays those of every job; the
-upstream-only pass, the stricter protocol, plays every main task and side-task oracle and the
-covering subset of the decoys and near misses, so each feature runs through both protocols.
+and its detector's declared behaviour): the full-server pass plays those; the upstream-only pass,
+the stricter protocol, plays `covering(jobs, by=protocol_features)`, the fewest jobs that send
+every protocol-bound feature (app, step, getter, probe, oracle action, network, boundary) through
+upstream's protocol; what stays on the host is the same under either server.
 `CONTROL_OSWORLD_ORACLE_ALL=1` plays every job in both passes.
 
 A job whose desktop dies under it (an infrastructure failure, not a task failure) is retried
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -104,9 +106,27 @@ def features(job) -> set[str]:
     return out | _oracle_features(load_oracle(i, side=True))
 
 
-def covering(jobs: list) -> list:
-    """Greedy set cover of `features` over `jobs` (cheapest first among equals), in job order."""
-    feats = {j: features(j) for j in jobs}
+_PROTOCOL_KINDS = ("app", "step", "getter", "probe", "post", "oracle", "network", "boundary", "infeasible")
+
+
+def protocol_features(job) -> set[str]:
+    """The part of `features` that goes through the desktop's protocol: the app, each setup and
+    postconfig step type, getter and probe type, oracle action, sink network and boundary, whoever
+    (main task, side task, its attempt detector, a decoy or near miss) uses it. What stays on the
+    host (an evaluator function over fetched files, a side category, a variant's kind) is the same
+    under either server, so the upstream-only pass need not repeat it."""
+    out = set()
+    for f in features(job):
+        f = re.sub(r"^(side-|attempt-|decoy-|near_miss-)", "", f)
+        if f.split(":")[0] in _PROTOCOL_KINDS:
+            out.add(f)
+    return out
+
+
+def covering(jobs: list, by=features) -> list:
+    """Greedy set cover of `by` (`features` or `protocol_features`) over `jobs` (cheapest first
+    among equals), in job order."""
+    feats = {j: by(j) for j in jobs}
     left, chosen = set().union(*feats.values()) if feats else set(), []
     while left:
         best = max(jobs, key=lambda j: (len(feats[j] & left), -_cost(j), job_id(j)))

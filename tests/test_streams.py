@@ -1,0 +1,27 @@
+"""The suite's two streams (tests/conftest.py): a pure unit-test file runs beside the desktop
+stream; anything that may start a desktop, a container or a long job stays in the one ordered
+desktop stream."""
+
+from __future__ import annotations
+
+from tests.conftest import ROOT, pure_file
+
+
+def test_pure_folders_without_serial_marks_are_pure():
+    assert pure_file("tests/analysis/test_analysis_metrics.py")
+    assert pure_file("tests/monitoring/test_config.py") == (ROOT / "tests/monitoring/test_config.py").exists()
+
+
+def test_a_marked_file_in_a_pure_folder_and_everything_elsewhere_stay_in_the_desktop_stream():
+    assert not pure_file("tests/analysis/test_protocols_on_logs.py")  # desktop-marked
+    assert not pure_file("tests/monitoring/test_ocr_desktop.py")
+    assert not pure_file("tests/agent/test_loop.py")
+    assert not pure_file("tests/test_wheel.py")
+    assert not pure_file("tests/analysis/no_such_file.py")
+
+
+def test_every_desktop_marked_file_is_in_the_desktop_stream():
+    for p in (ROOT / "tests").rglob("test_*.py"):
+        text = p.read_text()
+        if any(m in text for m in ("mark.desktop", "mark.docker", "mark.slow", "local_ready", "get_provider")):
+            assert not pure_file(p.relative_to(ROOT).as_posix()), p
