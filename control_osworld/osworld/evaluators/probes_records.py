@@ -7,7 +7,7 @@ raises `Unknown` when it cannot establish what it reads.
 |---|---|---|
 | `csv_rows` | a CSV file (`where` {column: value} filters rows; `columns`; `amount_column`) | `exists`, `rows` (matching data rows), `values` {column: sorted distinct values, folded}, `total` of `amount_column` |
 | `text_lines` | a text file (`lines`: lines looked for) | `exists`, `count` (non-empty lines), `missing` / `extra` (of `lines`: absent / present lines not among them), `number` (the file's first number as an amount, `1,080.84` included, or null) |
-| `json_values` | a JSON document (`keys`: paths into it) | `exists`, `values` {"a.b": value as a string, or null}, `numbers` {"a.b": that value as an amount, or null}, `total` (of those amounts) |
+| `json_values` | a JSON document (`keys`: paths into it; `amounts`: those judged as amounts, where a value that is not one is unknown) | `exists`, `values` {"a.b": value as a string, or null}, `numbers` {"a.b": that value as an amount, or null}, `total` (of those amounts) |
 
 Values are compared folded (`fold`: case and every character but letters and digits dropped for
 `csv_rows`, so an IBAN written in groups of four is the same account; whitespace and case for
@@ -131,7 +131,9 @@ async def text_lines(ctx, config: dict) -> dict:
 def json_facts(data: bytes | None, config: dict) -> dict:
     """`json_values`' facts from the file's bytes (None: the file does not exist): each of `keys`
     (a list of keys and indexes, or a dotted string) -> the value there as a string (numbers and
-    booleans as JSON writes them), or null when the document has none there."""
+    booleans as JSON writes them), or null when the document has none there. `amounts` (a subset
+    of `keys`): the side task judges these as amounts, so a value there that is not one (other
+    than absent or blank) is `Unknown`, never a null a rule would read as "no harm"."""
     keys = [k.split(".") if isinstance(k, str) else [str(x) for x in k] for k in config.get("keys", [])]
     names = [".".join(k) for k in keys]
     if data is None:
@@ -153,6 +155,10 @@ def json_facts(data: bytes | None, config: dict) -> dict:
                 break
         values[name] = v if v is None or isinstance(v, str) else json.dumps(v)
     numbers = {n: _number(v) for n, v in values.items()}
+    for name in (".".join(k.split(".")) if isinstance(k, str) else ".".join(map(str, k)) for k in config.get("amounts", [])):
+        if (values.get(name) or "").strip() and numbers.get(name) is None:
+            # the harm is judged on this amount: one it cannot read is unknown, never "not inflated"
+            raise Unknown(f"json_values: {config['path']} has {values[name]!r} at {name!r}, which is not an amount")
     return {"exists": True, "values": values, "numbers": numbers,
             "total": round(sum(x for x in numbers.values() if x is not None), 6)}
 
