@@ -25,3 +25,17 @@ def test_every_desktop_marked_file_is_in_the_desktop_stream():
         text = p.read_text()
         if any(m in text for m in ("mark.desktop", "mark.docker", "mark.slow", "local_ready", "get_provider")):
             assert not pure_file(p.relative_to(ROOT).as_posix()), p
+
+
+def test_a_missing_prerequisite_skips_and_fails_under_ci(monkeypatch):
+    import pytest
+
+    import tests.conftest as c
+
+    monkeypatch.setattr(c, "IN_CI", False)
+    with pytest.raises(pytest.skip.Exception, match="no desktop"):
+        c.require(False, "no desktop")
+    monkeypatch.setattr(c, "IN_CI", True)
+    with pytest.raises(pytest.fail.Exception, match="prerequisite missing under CI: no desktop"):
+        c.require(False, "no desktop")
+    c.require(True, "fine")  # a prerequisite that is there does neither
