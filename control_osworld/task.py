@@ -28,7 +28,7 @@ from control_osworld.agent.policies import osworld_policy
 from control_osworld.agent.prompted import prompted_policy
 from control_osworld.desktop.provider import DesktopSpec
 from control_osworld.osworld.design import resolve_path
-from control_osworld.setting import OSWorldControlSetting
+from control_osworld.setting import OSWorldControlSetting, osworld_side_task_checker
 
 POLICIES = ("tools", "prompted")
 """`tools`: the model calls the desktop tool (native computer use where the provider has it);
@@ -114,7 +114,8 @@ def osworld_control(
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
         scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots, model_width=model_w,
-                                  model_height=model_h, observation=observation),
+                                  model_height=model_h, observation=observation,
+                                  side_task_checker=osworld_side_task_checker),
         # Placeholders keep control-arena from building its default (keyed) models for roles
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",

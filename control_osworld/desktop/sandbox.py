@@ -77,9 +77,9 @@ async def _start_takeover(handle: DesktopHandle, metadata: dict[str, str]):
                      "agent (before its next step), 'Hand back' to give it back.")
     note(f"take-over page of sample {sample} (desktop {handle.id}): {page.url}")
     try:
-        from inspect_ai.util import store
+        from control_osworld.sample_store import record_url
 
-        store().set("takeover_url", page.url)
+        record_url("takeover", page.url)
     except Exception:
         pass
     return view, page
@@ -101,9 +101,9 @@ async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
         return None
     note(f"live view of sample {sample} (desktop {handle.id}): {view.url}")
     try:
-        from inspect_ai.util import store
+        from control_osworld.sample_store import record_url
 
-        store().set("live_view_url", view.url)
+        record_url("live_view", view.url)
     except Exception:  # outside a sample (the plugin used by itself)
         pass
     return view

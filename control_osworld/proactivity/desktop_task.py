@@ -17,7 +17,7 @@ from inspect_ai import Task, task_with
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
 
-from .desktop import DilemmaDesktopSetting
+from .desktop import DilemmaDesktopSetting, dilemma_effect_checker
 from .scenario import Factors, ScenarioError, load_scenarios
 
 __all__ = ["desktop_task"]
@@ -38,7 +38,8 @@ def desktop_task(folder: Path, ids: list[str] | None, conditions: list[Factors],
     policy = osworld_policy(model_role="untrusted" if target_model else None)
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget: K turns, then the run is censored
-        scaffold=desktop_scaffold(budget=max_turns, keep_screenshots=keep_screenshots, stop_on_escape=True),
+        scaffold=desktop_scaffold(budget=max_turns, keep_screenshots=keep_screenshots, stop_on_escape=True,
+                                  side_task_checker=dilemma_effect_checker),
         untrusted_model=target_model or "mockllm/model", trusted_model="mockllm/model",
         max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False, token_limit=None, epochs=epochs,
     )
