@@ -48,6 +48,7 @@ from control_osworld.contracts import SampleMetadata, sample_metadata
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 from control_osworld.resources import data_dir
+from control_osworld.run_spec import RUN_DEFAULTS
 
 SETTING_NAME = "osworld_control"
 
@@ -63,30 +64,30 @@ class OSWorldControlSetting(Setting):
     main_tasks: list[str] | None = Field(default=None, description="Only these main task ids.")
     side_tasks: list[str] | None = Field(default=None, description="Only these side task ids.")
     apps: list[str] | None = Field(default=None, description="Only main tasks of these apps.")
-    provider: ProviderName = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
+    provider: ProviderName = Field(default=RUN_DEFAULTS.provider, description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
-    boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
+    boundary: Literal["open", "closed"] = Field(default=RUN_DEFAULTS.boundary, description="For side tasks with a boundary switch.")
     side_task_as_main: bool = Field(default=False, description="Give the side task openly as the task.")
     honest_matching: Literal["matched", "per_main"] = Field(
-        default="matched", description="Honest samples: `matched` = one per (main, side) pairing in the side "
+        default=RUN_DEFAULTS.honest_matching, description="Honest samples: `matched` = one per (main, side) pairing in the side "
         "task's environment without its objective; `per_main` = one per main task, no side setup (the old way).")
     allow_bash: bool = Field(default=False, description="Offer bash on every task (else only where a task allows).")
     pairings_file: str | None = Field(default=None, description="A pairings (design) file; default: the side "
                                       "tasks' pairing rules.")
     hand_held_instruction: bool = Field(default=False, description="Attack: give the side task's hand_held_instruction "
                                         "(falls back to its instruction, recorded, when it has none).")
-    action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
+    action_space: ActionSpace = Field(default=RUN_DEFAULTS.action_space, description="The agent's desktop tool: `computer` "
                                       "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
                                       "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
-    observation: Observation = Field(default="screenshot", description="What the agent gets after each step: "
+    observation: Observation = Field(default=RUN_DEFAULTS.observation, description="What the agent gets after each step: "
                                      "screenshot | a11y_tree | screenshot_a11y_tree | som (agent/observation.py); "
                                      "beyond screenshot it needs an OSWorld action space.")
     live_view: bool | Literal["control"] = Field(
         default=False, description="A view-only browser view of each sample's desktop while it runs (URL in the "
         "progress log and the sample's store); `control`: a take-over page instead (agent/takeover.py).")
-    model_width: int = 1366
-    model_height: int = 768
-    settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
+    model_width: int = RUN_DEFAULTS.model_width
+    model_height: int = RUN_DEFAULTS.model_height
+    settle_s: float = Field(default=RUN_DEFAULTS.settle_s, description="Pause between an action and its screenshot.")
 
     @classmethod
     def get_name(cls) -> str:

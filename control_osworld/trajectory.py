@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from control_osworld.run_spec import RUN_DEFAULTS
+
 TRAJECTORY_VERSION = 1
 
 Actor = Literal["agent", "human"]
@@ -104,7 +106,7 @@ class Trajectory(BaseModel):
     """Steps whose side-task check (or its attempt detector) could not decide (`SideTaskCheck.unknown`)."""
     attempt_detector: bool | None = None
     """Attack runs: whether the side task has an attempt detector (None: no side task)."""
-    budget: int = 75
+    budget: int = RUN_DEFAULTS.budget
     submit_status: Literal["done", "infeasible"] | None = None
     """The status of the submit that ended the run; only exactly `done` or `infeasible` end it."""
     submit_errors: list[int] = Field(default_factory=list)

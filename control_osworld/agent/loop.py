@@ -53,6 +53,7 @@ from control_osworld.agent.observation import model_view, observe_content
 from control_osworld.agent.takeover import take_over_if_asked
 from control_osworld.agent.tools import SELF_RECORDING_TOOLS, observe
 from control_osworld.faults import ModelRefusal
+from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import sample_store
 from control_osworld.trajectory import ActionRecord, SideTaskCheck, Step, Trajectory
 
@@ -175,12 +176,12 @@ def _save(traj: Trajectory) -> None:
 
 @agent_scaffold
 def desktop_scaffold(
-    budget: int = Field(default=75, description="K: the most steps a run may take."),
-    keep_screenshots: int | None = Field(default=10, description="Screenshots left in the model's context."),
-    model_width: int | None = Field(default=1366, description="Resolution the model sees (width); None: the screen's."),
-    model_height: int | None = Field(default=768, description="Resolution the model sees (height); None: the screen's."),
+    budget: int = Field(default=RUN_DEFAULTS.budget, description="K: the most steps a run may take."),
+    keep_screenshots: int | None = Field(default=RUN_DEFAULTS.keep_screenshots, description="Screenshots left in the model's context."),
+    model_width: int | None = Field(default=RUN_DEFAULTS.model_width, description="Resolution the model sees (width); None: the screen's."),
+    model_height: int | None = Field(default=RUN_DEFAULTS.model_height, description="Resolution the model sees (height); None: the screen's."),
     stop_on_escape: bool = Field(default=False, description="End the run at t*."),
-    observation: str = Field(default="screenshot", description="What the agent gets after each step: screenshot | "
+    observation: str = Field(default=RUN_DEFAULTS.observation, description="What the agent gets after each step: screenshot | "
                              "a11y_tree | screenshot_a11y_tree | som (agent/observation.py)."),
     side_task_checker: CheckerFactory | None = Field(
         default=None, exclude=True,

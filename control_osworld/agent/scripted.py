@@ -82,6 +82,7 @@ from control_osworld.desktop.actions import (
     computer_call_to_pyautogui,
 )
 from control_osworld.resources import data_dir
+from control_osworld.run_spec import RUN_DEFAULTS
 
 STRATEGIES = ("blatant", "burst", "spread", "hidden")
 """Drawn at random for attack runs without a strategy."""
@@ -429,7 +430,8 @@ def action_space_of(tools: list[ToolInfo]) -> str:
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), seed: int = 0, giveaway: float = 0.0,
-                 vary: bool = True, model_width: int = 1366, model_height: int = 768, **model_args: Any) -> None:
+                 vary: bool = True, model_width: int = RUN_DEFAULTS.model_width,
+                 model_height: int = RUN_DEFAULTS.model_height, **model_args: Any) -> None:
         super().__init__(model_name, base_url, api_key, [], config)
         self.seed = int(seed)
         self.vary = vary not in (False, "false", "False", "0", 0)

@@ -35,6 +35,7 @@ from control_osworld.desktop.actions import (
     check_pyautogui,
     from_computer_13,
 )
+from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import sample_store
 
 ActionSpace = Literal["computer", "pyautogui", "computer_13"]
@@ -68,7 +69,7 @@ async def _screen() -> ContentImage:
 
 
 @tool(name="pyautogui")
-def pyautogui_tool(settle_s: float = 0.3) -> Tool:
+def pyautogui_tool(settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """OSWorld's `pyautogui` action space."""
 
     async def execute(code: str) -> list[ContentText | ContentImage]:
@@ -100,7 +101,7 @@ def pyautogui_tool(settle_s: float = 0.3) -> Tool:
 
 
 @tool(name="computer_13")
-def computer_13_tool(settle_s: float = 0.3) -> Tool:
+def computer_13_tool(settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """OSWorld's `computer_13` action space."""
 
     async def execute(action_type: str | None = None, parameters: dict[str, Any] | None = None,

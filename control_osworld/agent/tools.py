@@ -23,6 +23,7 @@ from control_osworld.desktop.actions import ActionError, Scale, from_computer_to
 from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.frames import Frame, changed_region
 from control_osworld.desktop.sandbox import DesktopSandboxEnvironment
+from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import sample_store
 
 T = TypeVar("T")
@@ -90,7 +91,8 @@ async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T],
 
 
 @tool(name="computer")
-def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: float = 0.3) -> Tool:
+def computer_tool(model_size: tuple[int, int] | None = RUN_DEFAULTS.model_size,
+                  settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """The desktop, through inspect's computer-tool schema (see `inspect_ai.tool.computer`).
 
     Args:

@@ -24,6 +24,7 @@ from control_osworld.contracts import (
     SCORE_COLUMNS,
     canonical_subset,
 )
+from control_osworld.run_spec import RUN_DEFAULTS
 
 from .hazards import OUTCOMES
 
@@ -71,7 +72,7 @@ SCORE_POINTS = ("pre_action", "post_action")
 EVAL_MODES = ("honest", "attack")
 MONITOR_KINDS = ("full_trajectory", "per_step")
 BOUNDARIES = ("open", "closed")
-DEFAULT_BUDGET = 75
+DEFAULT_BUDGET = RUN_DEFAULTS.budget
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
 LOG_SUFFIXES = (".eval",)
 

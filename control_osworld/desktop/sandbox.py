@@ -28,6 +28,7 @@ from control_osworld.desktop.admission import admission
 from control_osworld.desktop.client import AsyncDesktopClient, command_stream, command_truncated
 from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, ProviderName, get_provider
+from control_osworld.run_spec import RUN_DEFAULTS
 
 
 class DesktopSandboxConfig(BaseModel):
@@ -35,7 +36,7 @@ class DesktopSandboxConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: ProviderName = "local"
+    provider: ProviderName = RUN_DEFAULTS.provider
     desktop: DesktopSpec = DesktopSpec()
     live_view: bool | Literal["control"] = False
     """A view-only browser view of each sample's desktop while it runs (desktop/liveview.py): its
@@ -111,7 +112,7 @@ async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
 
 @sandboxenv(name="desktop")
 class DesktopSandboxEnvironment(SandboxEnvironment):
-    def __init__(self, handle: DesktopHandle, action_timeout: float = 60.0):
+    def __init__(self, handle: DesktopHandle, action_timeout: float = RUN_DEFAULTS.action_timeout):
         super().__init__()
         self.handle = handle
         self.action_timeout = action_timeout

@@ -42,6 +42,7 @@ from control_osworld.agent.tools import SubmitArgs, computer_tool
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 from control_osworld.osworld.checker import SideTaskChecker
+from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import note_sample, sample_store
 from control_osworld.trajectory import SideTaskCheck, Trajectory
 
@@ -306,13 +307,13 @@ class DilemmaDesktopSetting(Setting):
     scenarios_dir: str = Field(description="Scenario folder (or one file).")
     scenario_ids: list[str] | None = None
     conditions: list[str] = Field(default_factory=lambda: ["baseline"])
-    max_turns: int = 15
-    provider: ProviderName = "local"
+    max_turns: int = RUN_DEFAULTS.max_turns
+    provider: ProviderName = RUN_DEFAULTS.provider
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
     allow_bash: bool = False
-    model_width: int = 1366
-    model_height: int = 768
-    settle_s: float = 0.3
+    model_width: int = RUN_DEFAULTS.model_width
+    model_height: int = RUN_DEFAULTS.model_height
+    settle_s: float = RUN_DEFAULTS.settle_s
 
     @classmethod
     def get_name(cls) -> str:

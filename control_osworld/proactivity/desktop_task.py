@@ -16,6 +16,7 @@ from inspect_ai import Task, task_with
 
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
+from control_osworld.run_spec import RUN_DEFAULTS
 
 from .desktop import DilemmaDesktopSetting, dilemma_effect_checker
 from .scenario import Factors, ScenarioError, load_scenarios
@@ -24,9 +25,10 @@ __all__ = ["desktop_task"]
 
 
 def desktop_task(folder: Path, ids: list[str] | None, conditions: list[Factors], *, max_turns: int,
-                 target_model: str | None, epochs: int | None, name: str | None, provider: str = "local",
-                 allow_bash: bool = False, keep_screenshots: int = 10, settle_s: float = 0.3,
-                 max_samples: int = 4) -> Task:
+                 target_model: str | None, epochs: int | None, name: str | None, provider: str = RUN_DEFAULTS.provider,
+                 allow_bash: bool = False, keep_screenshots: int = RUN_DEFAULTS.keep_screenshots,
+                 settle_s: float = RUN_DEFAULTS.settle_s,
+                 max_samples: int = RUN_DEFAULTS.max_samples) -> Task:
     try:
         load_scenarios(folder, ids)  # errors name the file before any desktop starts
     except ScenarioError as e:

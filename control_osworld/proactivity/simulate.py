@@ -27,6 +27,7 @@ from inspect_ai.model import (
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
 
+from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import note_sample
 from control_osworld.trajectory import ActionRecord, Step, Trajectory
 
@@ -101,7 +102,7 @@ def monitor_trajectory(record: dict) -> Trajectory:
 
 
 @solver
-def dilemma_simulation(max_turns: int = 15) -> Solver:
+def dilemma_simulation(max_turns: int = RUN_DEFAULTS.max_turns) -> Solver:
     """Play one scenario: target vs environment for up to `max_turns` turns. The target is the
     `target` role (default: the eval's model), the environment the `environment` role (default:
     the offline dilemma/environment)."""
