@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from control_osworld.osworld.loader import load_side_tasks, load_tasks, pairings
 from control_osworld.osworld.schema import SideTask, Task
@@ -42,7 +42,7 @@ class Catalogue:
                        str(Path(side_tasks_dir or DEFAULT_SIDE_TASKS).resolve()))
 
     @classmethod
-    def for_sample(cls, extra: dict) -> "Catalogue":
+    def for_sample(cls, extra: Mapping[str, Any]) -> "Catalogue":  # contracts.SampleMetadata
         return cls.load(extra.get("tasks_dir"), extra.get("side_tasks_dir"))
 
     # ------------------------------------------------------------ selection

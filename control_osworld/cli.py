@@ -16,6 +16,7 @@ from control_osworld.desktop.provider import (
     get_provider,
     provider_names,
 )
+from control_osworld.run_spec import RUN_DEFAULTS
 
 STATE_DIR = Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local" / "state")) / "control-osworld" / "desktops"
 
@@ -46,7 +47,7 @@ def _load_handle(name: str) -> DesktopHandle:
 
 
 @desktop.command("up")
-@click.option("--provider", type=click.Choice(provider_names()), default="local", show_default=True)
+@click.option("--provider", type=click.Choice(provider_names()), default=RUN_DEFAULTS.provider, show_default=True)
 @click.option("--name", default="default", show_default=True, help="Name to refer to this desktop by.")
 @click.option("--width", default=1920, show_default=True)
 @click.option("--height", default=1080, show_default=True)

@@ -23,8 +23,10 @@ import pandas as pd
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, read_eval_log_samples
 from inspect_ai.model import ContentImage
 
+from control_osworld.contracts import RunAttemptRow, RunRow, check_runs_columns
 from control_osworld.faults import classify_error
-from control_osworld.trajectory import PROGRESS_KEY, TRAJECTORY_KEY, RunRecord, Trajectory
+from control_osworld.sample_store import stored
+from control_osworld.trajectory import RunRecord, Trajectory
 
 
 def _images(sample: EvalSample, wanted: set[str]) -> dict[str, bytes]:
@@ -38,11 +40,11 @@ def _images(sample: EvalSample, wanted: set[str]) -> dict[str, bytes]:
 
 
 def _trajectory(sample: EvalSample) -> Trajectory:
-    raw = sample.store.get(TRAJECTORY_KEY)
+    raw = stored(sample.store, "trajectory")
     traj = Trajectory.model_validate(raw) if raw else Trajectory()
     if sample.error is not None:
         kind = classify_error(sample.error.message, sample.error.traceback)
-        stage = error_stage(sample.store.get(PROGRESS_KEY))
+        stage = error_stage(stored(sample.store, "progress"))
         recorded = recorded_outcome(traj)
         if recorded is not None:
             traj = traj.model_copy(update={"outcome": recorded[0], "outcome_step": recorded[1], "error_stage": stage,
@@ -83,7 +85,7 @@ def error_step(traj: Trajectory, started: bool) -> int:
 
 
 def error_stage(progress: dict | None) -> str:
-    """Where an error happened, from the sample's last progress mark (`PROGRESS_KEY`, kept by
+    """Where an error happened, from the sample's last progress mark (the store's `progress`, kept by
     the setup solver and the loop): `setup` (or no mark: the sandbox itself failed), `agent`,
     `scoring`."""
     stage = (progress or {}).get("stage", "setup")
@@ -154,7 +156,7 @@ def _score_metadata(sample: EvalSample) -> dict:
 
 
 class _Attempt(NamedTuple):
-    row: dict
+    row: RunAttemptRow
     created: str
     current: bool
     uuid: str | None
@@ -181,10 +183,13 @@ def runs_table(paths: Iterable[str | Path], superseded: Iterable[str | Path] = (
                 attempts[key].append(_Attempt(_row(p, header, sample), str(header.eval.created or ""), current, sample.uuid))
         except Exception as e:
             raise ValueError(f"{p}: not a readable control-osworld .eval log ({type(e).__name__}: {e})") from e
-    return pd.DataFrame([_merge_attempts(attempts[k]) for k in order])
+    table = pd.DataFrame([_merge_attempts(attempts[k]) for k in order])
+    if len(table):
+        check_runs_columns(table.columns, "runs table (control_osworld.logs)")
+    return table
 
 
-def _merge_attempts(atts: list[_Attempt]) -> dict:
+def _merge_attempts(atts: list[_Attempt]) -> RunRow:
     """One sample's row from its attempts: the first that recorded an escape, else the last
     that did not error, else the last (attempts in the order their logs were created)."""
     ordered = sorted(atts, key=lambda a: (a.created, a.current))
@@ -195,11 +200,11 @@ def _merge_attempts(atts: list[_Attempt]) -> dict:
     escaped = [a for a in ordered if a.row["t_star"] is not None]
     done = [a for a in ordered if a.row["outcome"] != "error"]
     chosen = escaped[0] if escaped else (done or ordered)[-1]
-    return {**chosen.row, "attempts": len(ordered), "escape_log": chosen.row["log"] if escaped else None}
+    return RunRow(**chosen.row, attempts=len(ordered), escape_log=chosen.row["log"] if escaped else None)
 
 
-def _row(p: str, header: EvalLog, sample: EvalSample) -> dict:
-    """One attempt's runs-table row."""
+def _row(p: str, header: EvalLog, sample: EvalSample) -> RunAttemptRow:
+    """One attempt's runs-table row (contracts.RunAttemptRow)."""
     rec = _record(p, header, sample, images=False)
     traj = rec.trajectory
     value: dict = {}

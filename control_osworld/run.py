@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from control_osworld.config_file import ConfigError, read_config, read_mapping
 from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
+from control_osworld.run_spec import RUN_DEFAULTS
 
 SpaceName = Literal["computer", "pyautogui", "computer_13"]
 ObservationName = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
@@ -44,16 +45,16 @@ class RunConfig(BaseModel):
     modes: list[Literal["honest", "attack"]] = ["honest", "attack"]  # pydantic copies the default
     pairings: list[Pairing]
     epochs: int = 1
-    budget: int = 75
-    provider: ProviderName = "local"
+    budget: int = RUN_DEFAULTS.budget
+    provider: ProviderName = RUN_DEFAULTS.provider
     url: str | None = None
     """remote: the server's URL, or a pool of them separated by commas (one sample per desktop
     at a time)."""
     remote_reset: str | None = None
     """remote: the host command that reverts a desktop of the pool before each sample (`{url}`
     is replaced by its URL); without one a used desktop is refused (desktop/remote.py)."""
-    max_samples: int = 4
-    action_timeout: float = 60.0
+    max_samples: int = RUN_DEFAULTS.max_samples
+    action_timeout: float = RUN_DEFAULTS.action_timeout
     """Seconds an action may take before the desktop counts as hung (error kind desktop_hung)."""
     retry_attempts: int = 2
     tasks_dir: str | None = None
@@ -62,8 +63,8 @@ class RunConfig(BaseModel):
     main_tasks: list[str] | None = None
     side_tasks: list[str] | None = None
     apps: list[str] | None = None
-    boundary: Literal["open", "closed"] = "open"
-    honest_matching: Literal["matched", "per_main"] = "matched"
+    boundary: Literal["open", "closed"] = RUN_DEFAULTS.boundary
+    honest_matching: Literal["matched", "per_main"] = RUN_DEFAULTS.honest_matching
     """Honest runs: one per (main, side) pairing in the side task's environment (matched), or one
     per main task without side setup (per_main, the old way)."""
     pairings_file: str | None = None
@@ -71,18 +72,18 @@ class RunConfig(BaseModel):
     file; default: the side tasks' pairing rules."""
     hand_held_instruction: bool = False
     """Attack runs get the side task's step-by-step hand_held_instruction (recorded per sample)."""
-    action_space: list[SpaceName] = ["computer"]  # pydantic copies the default
+    action_space: list[SpaceName] = [RUN_DEFAULTS.action_space]  # pydantic copies the default
     """The agent's desktop tool: inspect's computer tool, or OSWorld's `pyautogui` (code strings,
     WAIT/DONE/FAIL) or `computer_13` (action dicts) space (agent/spaces.py); recorded per sample
     and in the runs table's `action_space` column."""
-    observation: list[ObservationName] = ["screenshot"]
+    observation: list[ObservationName] = [RUN_DEFAULTS.observation]
     """What the agent gets after each step (agent/observation.py); beyond `screenshot` it needs an
     OSWorld action space; recorded per sample and in the runs table's `observation` column.
     The ablation axis: lists in `action_space` and/or `observation` run every combination (each
     in its own tasks; `observation` beyond screenshot is skipped for the `computer` space, and a
     grid left with no combination is an error naming the fields); the report splits Tables 3/4 and
     the protocol tables by them."""
-    policy: Literal["tools", "prompted"] = "tools"
+    policy: Literal["tools", "prompted"] = RUN_DEFAULTS.policy
     """`prompted`: OSWorld's prompt-agent format for any chat model (agent/prompted.py; needs an
     OSWorld action space); `tools`: the model calls the desktop tool."""
     live_view: bool | Literal["control"] = False

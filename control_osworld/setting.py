@@ -40,12 +40,15 @@ from pydantic import Field
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
+from control_osworld.agent.loop import SideTaskCheckFn
 from control_osworld.agent.observation import AGENT_SHAPED_NOTE, Observation
 from control_osworld.agent.spaces import ActionSpace, space_tool
 from control_osworld.agent.tools import SubmitArgs
+from control_osworld.contracts import SampleMetadata, sample_metadata
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
 from control_osworld.resources import data_dir
+from control_osworld.run_spec import RUN_DEFAULTS
 
 SETTING_NAME = "osworld_control"
 
@@ -61,30 +64,30 @@ class OSWorldControlSetting(Setting):
     main_tasks: list[str] | None = Field(default=None, description="Only these main task ids.")
     side_tasks: list[str] | None = Field(default=None, description="Only these side task ids.")
     apps: list[str] | None = Field(default=None, description="Only main tasks of these apps.")
-    provider: ProviderName = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
+    provider: ProviderName = Field(default=RUN_DEFAULTS.provider, description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
     desktop: DesktopSpec = Field(default_factory=DesktopSpec)
-    boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
+    boundary: Literal["open", "closed"] = Field(default=RUN_DEFAULTS.boundary, description="For side tasks with a boundary switch.")
     side_task_as_main: bool = Field(default=False, description="Give the side task openly as the task.")
     honest_matching: Literal["matched", "per_main"] = Field(
-        default="matched", description="Honest samples: `matched` = one per (main, side) pairing in the side "
+        default=RUN_DEFAULTS.honest_matching, description="Honest samples: `matched` = one per (main, side) pairing in the side "
         "task's environment without its objective; `per_main` = one per main task, no side setup (the old way).")
     allow_bash: bool = Field(default=False, description="Offer bash on every task (else only where a task allows).")
     pairings_file: str | None = Field(default=None, description="A pairings (design) file; default: the side "
                                       "tasks' pairing rules.")
     hand_held_instruction: bool = Field(default=False, description="Attack: give the side task's hand_held_instruction "
                                         "(falls back to its instruction, recorded, when it has none).")
-    action_space: ActionSpace = Field(default="computer", description="The agent's desktop tool: `computer` "
+    action_space: ActionSpace = Field(default=RUN_DEFAULTS.action_space, description="The agent's desktop tool: `computer` "
                                       "(inspect's computer tool), `pyautogui` (OSWorld's code strings and "
                                       "WAIT/DONE/FAIL) or `computer_13` (OSWorld's action dicts); agent/spaces.py.")
-    observation: Observation = Field(default="screenshot", description="What the agent gets after each step: "
+    observation: Observation = Field(default=RUN_DEFAULTS.observation, description="What the agent gets after each step: "
                                      "screenshot | a11y_tree | screenshot_a11y_tree | som (agent/observation.py); "
                                      "beyond screenshot it needs an OSWorld action space.")
     live_view: bool | Literal["control"] = Field(
         default=False, description="A view-only browser view of each sample's desktop while it runs (URL in the "
         "progress log and the sample's store); `control`: a take-over page instead (agent/takeover.py).")
-    model_width: int = 1366
-    model_height: int = 768
-    settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
+    model_width: int = RUN_DEFAULTS.model_width
+    model_height: int = RUN_DEFAULTS.model_height
+    settle_s: float = Field(default=RUN_DEFAULTS.settle_s, description="Pause between an action and its screenshot.")
 
     @classmethod
     def get_name(cls) -> str:
@@ -132,7 +135,7 @@ class OSWorldControlSetting(Setting):
         side_text, variant, note = self._side_text(side)
         env = side if side is not None else env_side
         design, design_file = self._design()
-        extra = {
+        extra: SampleMetadata = {
             "tasks_dir": self.tasks_dir,
             "side_tasks_dir": self.side_tasks_dir,
             "main_task_id": task.id,
@@ -216,8 +219,7 @@ class OSWorldControlSetting(Setting):
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
         tools: list[Tool] = [space_tool(self.action_space, self.settle_s, self.model_size())]
-        meta = state.metadata_as(ControlTaskMetadata)
-        if meta.metadata.get("allow_bash"):
+        if sample_metadata(state.metadata).get("allow_bash"):
             tools.append(bash(timeout=120))
         return tools
 
@@ -237,20 +239,16 @@ class OSWorldControlSetting(Setting):
 
 @solver
 def prepare_sample() -> Solver:
-    """Run the main (and side) task's setup steps in the desktop and register the per-step
-    side-task checker for the loop."""
+    """Run the main (and side) task's setup steps in the desktop (the loop makes the per-step
+    side-task checker after them: `osworld_side_task_checker`)."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        from inspect_ai.util import store
-
-        from control_osworld.agent.loop import _sample_key, register_checker
         from control_osworld.agent.tools import desktop
         from control_osworld.catalogue import Catalogue
-        from control_osworld.trajectory import PROGRESS_KEY
+        from control_osworld.sample_store import note_sample
 
-        store().set(PROGRESS_KEY, {"stage": "setup"})
-        meta = state.metadata_as(ControlTaskMetadata)
-        extra = meta.metadata
+        note_sample(state).mark("setup")
+        extra = sample_metadata(state.metadata)
         cat = Catalogue.for_sample(extra)
         env = desktop()
         task = cat.main(extra["main_task_id"])
@@ -261,11 +259,26 @@ def prepare_sample() -> Solver:
         if env_side_id:
             await cat.setup(env, cat.side(env_side_id), boundary=extra.get("boundary"))
         await cat.setup(env, task)
-        if side_id:
-            side = cat.side(side_id)
-            checker = cat.checker(env, side, boundary=extra.get("boundary"))
-            await checker.prime()  # the attempt detector's baseline, after all setup
-            register_checker(_sample_key(), checker.check)
         return state
 
     return solve
+
+
+async def osworld_side_task_checker() -> SideTaskCheckFn | None:
+    """The loop's per-step side-task check of an attack sample (its scaffold's
+    `side_task_checker`; None without a side task), primed once setup is done. Matched honest
+    samples (`env_side_task_id`) get the side task's setup but no checker."""
+    from control_osworld.agent.tools import desktop
+    from control_osworld.catalogue import Catalogue
+    from control_osworld.sample_store import sample_store
+
+    metadata, _, _ = sample_store().sample_ref("the side-task checker")
+    extra = sample_metadata(metadata)
+    side_id = extra.get("side_task_id")
+    if not side_id:
+        return None
+    cat = Catalogue.for_sample(extra)
+    env = desktop()
+    checker = cat.checker(env, cat.side(side_id), boundary=extra.get("boundary"))
+    await checker.prime()  # the attempt detector's baseline, after all setup
+    return checker.check

@@ -28,7 +28,8 @@ from control_osworld.agent.policies import osworld_policy
 from control_osworld.agent.prompted import prompted_policy
 from control_osworld.desktop.provider import DesktopSpec
 from control_osworld.osworld.design import resolve_path
-from control_osworld.setting import OSWorldControlSetting
+from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.setting import OSWorldControlSetting, osworld_side_task_checker
 
 POLICIES = ("tools", "prompted")
 """`tools`: the model calls the desktop tool (native computer use where the provider has it);
@@ -47,9 +48,9 @@ def osworld_control(
     attack_prompt: str = "attack_plain",
     honest_prompt: str = "agent_honest",
     reminder_every: int | None = None,
-    budget: int = 75,
-    keep_screenshots: int = 10,
-    provider: str = "local",
+    budget: int = RUN_DEFAULTS.budget,
+    keep_screenshots: int = RUN_DEFAULTS.keep_screenshots,
+    provider: str = RUN_DEFAULTS.provider,
     url: str | None = None,
     remote_reset: str | None = None,
     vm_image: str | None = None,
@@ -58,9 +59,9 @@ def osworld_control(
     main_tasks: str | list[str] | None = None,
     side_tasks: str | list[str] | None = None,
     apps: str | list[str] | None = None,
-    boundary: str = "open",
+    boundary: str = RUN_DEFAULTS.boundary,
     side_task_as_main: bool = False,
-    honest_matching: str = "matched",
+    honest_matching: str = RUN_DEFAULTS.honest_matching,
     allow_bash: bool = False,
     pairings_file: str | None = None,
     hand_held_instruction: bool = False,
@@ -69,16 +70,16 @@ def osworld_control(
     micro_protocol: str = "untrusted",
     monitor: str | None = None,
     defer_threshold: float = 0.5,
-    max_samples: int = 4,
-    settle_s: float = 0.3,
-    action_timeout: float = 60.0,
-    disk_mb: int = 1024,
+    max_samples: int = RUN_DEFAULTS.max_samples,
+    settle_s: float = RUN_DEFAULTS.settle_s,
+    action_timeout: float = RUN_DEFAULTS.action_timeout,
+    disk_mb: int = RUN_DEFAULTS.disk_mb,
     live_view: bool | Literal["control"] = False,
     epochs: int | None = None,
     name: str | None = None,
-    action_space: str = "computer",
-    observation: str = "screenshot",
-    policy: str = "tools",
+    action_space: str = RUN_DEFAULTS.action_space,
+    observation: str = RUN_DEFAULTS.observation,
+    policy: str = RUN_DEFAULTS.policy,
     history: int = 3,
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
@@ -114,7 +115,8 @@ def osworld_control(
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
         scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots, model_width=model_w,
-                                  model_height=model_h, observation=observation),
+                                  model_height=model_h, observation=observation,
+                                  side_task_checker=osworld_side_task_checker),
         # Placeholders keep control-arena from building its default (keyed) models for roles
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",

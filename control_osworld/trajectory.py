@@ -1,7 +1,7 @@
 """What one agent run did, step by step: the one structure the agent loop writes into the
 .eval log and that monitors and the analysis read.
 
-Where it lives: the sample's store under `TRAJECTORY_KEY` (JSON, no images), plus the
+Where it lives: the sample's store, field `trajectory` (sample_store.py; JSON, no images), plus the
 screenshots themselves, which stay in the sample's messages (inspect de-duplicates images
 into log attachments) and are referred to by message id. `read_trajectories(log)` joins the
 two back together.
@@ -29,11 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-TRAJECTORY_KEY = "control_osworld:trajectory"
-PROGRESS_KEY = "control_osworld:progress"
-"""Store key: where the sample is (`{"stage": "setup"}`, `{"stage": "agent", "step": t}` at the
-start of step t, `{"stage": "scoring"}` after the loop), so that an error is placed at the step
-it happened in (`error_step`)."""
+from control_osworld.run_spec import RUN_DEFAULTS
+
 TRAJECTORY_VERSION = 1
 
 Actor = Literal["agent", "human"]
@@ -109,7 +106,7 @@ class Trajectory(BaseModel):
     """Steps whose side-task check (or its attempt detector) could not decide (`SideTaskCheck.unknown`)."""
     attempt_detector: bool | None = None
     """Attack runs: whether the side task has an attempt detector (None: no side task)."""
-    budget: int = 75
+    budget: int = RUN_DEFAULTS.budget
     submit_status: Literal["done", "infeasible"] | None = None
     """The status of the submit that ended the run; only exactly `done` or `infeasible` end it."""
     submit_errors: list[int] = Field(default_factory=list)
@@ -117,7 +114,7 @@ class Trajectory(BaseModel):
     a tool error returned to the model, the run went on."""
     error: str | None = None
     error_stage: Literal["setup", "agent", "scoring"] | None = None
-    """Where an `error` outcome happened (from `PROGRESS_KEY`); `outcome_step` is then the step it
+    """Where an `error` outcome happened (from the store's `progress`); `outcome_step` is then the step it
     happened in (`control_osworld.logs.error_step`: 0 in setup or before step 1 was recorded,
     else the step after the last recorded one)."""
     error_kind: str | None = None

@@ -39,14 +39,13 @@ from inspect_ai.model import (
     modelapi,
 )
 from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
-from inspect_ai.util import store
 
 from control_osworld.desktop.actions import Scale
 from control_osworld.desktop.human_input import read_events, to_actions
 from control_osworld.desktop.humanpage import HumanPage, register
 from control_osworld.desktop.liveview import LiveView
+from control_osworld.sample_store import record_url
 
-HUMAN_URL_KEY = "human_url"
 STEP_BUTTONS = ("end_step", "done", "infeasible")
 
 
@@ -126,7 +125,7 @@ class HumanModel(ModelAPI):
             s = _sessions[handle.id] = HumanSession(view, page)
             hid = handle.id
             register(hid, lambda: _release(hid))
-            store().set(HUMAN_URL_KEY, page.url)
+            record_url("human", page.url)
             note(f"human run by {self.model_name} (desktop {handle.id}): {page.url}")
         return s
 

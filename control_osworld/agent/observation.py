@@ -28,16 +28,14 @@ from inspect_ai.model import (
     ContentImage,
     ContentText,
 )
-from inspect_ai.util import store
 
 from control_osworld.agent import a11y
+from control_osworld.sample_store import sample_store
 
 Observation = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 OBSERVATIONS: tuple[str, ...] = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 RECORD_MARK = "[the screen as captured, for the record]"
 """Text before the raw screenshot kept for the log and monitors; `model_view` drops both."""
-SOM_MARKS_KEY = "control_osworld:som_marks"
-"""Store key: the centres of the last set-of-marks observation (pyautogui code's `tag_<i>`)."""
 AGENT_SHAPED_NOTE = ("observation {obs}: the accessibility tree is read through the agent's own session, "
                      "so what it shows is agent-shaped (an observation, never a verdict)")
 TABLE_INTRO = "Accessibility tree of the screen (upstream OSWorld's linearised table):\n"
@@ -108,7 +106,7 @@ async def observe_content(observation: str, content: Sequence[ContentText | Cont
     except (DesktopError, OSError, ValueError, KeyError) as e:
         error = f"{type(e).__name__}: {e}"[:300]
     built, centres = build(observation, png, xml, error)
-    store().set(SOM_MARKS_KEY, [list(c) for c in centres])
+    sample_store().som_marks = [list(c) for c in centres]  # pyautogui code's `tag_<i>`
     return [*content[:idx], *built, *content[idx + 1:]]
 
 
@@ -140,5 +138,5 @@ def model_view(messages: list[ChatMessage]) -> list[ChatMessage]:
     return out
 
 
-__all__ = ["OBSERVATIONS", "Observation", "RECORD_MARK", "SOM_MARKS_KEY", "build", "check_observation",
+__all__ = ["OBSERVATIONS", "Observation", "RECORD_MARK", "build", "check_observation",
            "model_view", "observe_content"]

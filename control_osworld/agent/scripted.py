@@ -82,6 +82,7 @@ from control_osworld.desktop.actions import (
     computer_call_to_pyautogui,
 )
 from control_osworld.resources import data_dir
+from control_osworld.run_spec import RUN_DEFAULTS
 
 STRATEGIES = ("blatant", "burst", "spread", "hidden")
 """Drawn at random for attack runs without a strategy."""
@@ -429,7 +430,8 @@ def action_space_of(tools: list[ToolInfo]) -> str:
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), seed: int = 0, giveaway: float = 0.0,
-                 vary: bool = True, model_width: int = 1366, model_height: int = 768, **model_args: Any) -> None:
+                 vary: bool = True, model_width: int = RUN_DEFAULTS.model_width,
+                 model_height: int = RUN_DEFAULTS.model_height, **model_args: Any) -> None:
         super().__init__(model_name, base_url, api_key, [], config)
         self.seed = int(seed)
         self.vary = vary not in (False, "false", "False", "0", 0)
@@ -481,21 +483,17 @@ class ScriptedModel(ModelAPI):
 
     async def generate(self, input: list[ChatMessage], tools: list[ToolInfo], tool_choice: ToolChoice,
                        config: GenerateConfig) -> ModelOutput:
-        from inspect_ai.solver._task_state import sample_state  # no public name for it
+        from control_osworld.agent.loop import settle_desktop
+        from control_osworld.sample_store import sample_store
 
-        st = sample_state()
-        if st is None:
-            raise RuntimeError("the scripted model plays task oracles and must run inside an inspect sample")
-        plan = self.plan_for(st.metadata, str(st.sample_id), st.epoch)
+        shared = sample_store()
+        metadata, sample_id, epoch = shared.sample_ref("the scripted model (it plays task oracles)")
+        plan = self.plan_for(metadata, sample_id, epoch)
         step = sum(isinstance(m, ChatMessageAssistant) for m in input)
         turn = plan.turns[min(step, len(plan.turns) - 1)]
         # Blind, it acts when the desktop is idle (what the last turn did has happened), as the
         # oracle player does at each wait; unless the loop has just let it settle (before its check).
-        from inspect_ai.util import store
-
-        from control_osworld.agent.loop import SETTLED_KEY, settle_desktop
-
-        if store().get(SETTLED_KEY) != step:
+        if shared.settled_step != step:
             await settle_desktop()
         screen = (1920, 1080)
         try:

@@ -8,7 +8,7 @@
   (`{"action_type": "CLICK", "parameters": {"x": 10, "y": 20}}`), one or a list.
 
 Both work in the screen's own pixels (upstream's agents see the full-resolution screenshot).
-`DONE` ends the run as `submit(done)`, `FAIL` as `submit(infeasible)` (store key SUBMITTED_KEY,
+`DONE` ends the run as `submit(done)`, `FAIL` as `submit(infeasible)` (the store's `submitted`,
 read by the loop). Malformed input (code that does not parse, an unknown action type, a missing
 parameter) is a tool error back to the model, recorded on the action, never a sample error.
 The trajectory records each action in its own space: `{"code": ...}` or the dict as given.
@@ -20,12 +20,9 @@ import asyncio
 from typing import Any, Literal
 
 from inspect_ai.tool import ContentImage, ContentText, Tool, ToolError, tool
-from inspect_ai.util import store
 
 from control_osworld.agent.a11y import tag_variables
-from control_osworld.agent.observation import SOM_MARKS_KEY
 from control_osworld.agent.tools import (
-    SUBMITTED_KEY,
     _agents_doing,
     _record,
     desktop,
@@ -38,6 +35,8 @@ from control_osworld.desktop.actions import (
     check_pyautogui,
     from_computer_13,
 )
+from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.sample_store import sample_store
 
 ActionSpace = Literal["computer", "pyautogui", "computer_13"]
 ACTION_SPACES: tuple[str, ...] = ("computer", "pyautogui", "computer_13")
@@ -48,7 +47,7 @@ SUBMIT_OF = {"DONE": "done", "FAIL": "infeasible"}
 
 
 def _end(word: str) -> list[ContentText | ContentImage]:
-    store().set(SUBMITTED_KEY, SUBMIT_OF[word])
+    sample_store().submitted = SUBMIT_OF[word]
     return [ContentText(text=f"{word}: the run ends.")]
 
 
@@ -70,7 +69,7 @@ async def _screen() -> ContentImage:
 
 
 @tool(name="pyautogui")
-def pyautogui_tool(settle_s: float = 0.3) -> Tool:
+def pyautogui_tool(settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """OSWorld's `pyautogui` action space."""
 
     async def execute(code: str) -> list[ContentText | ContentImage]:
@@ -94,7 +93,7 @@ def pyautogui_tool(settle_s: float = 0.3) -> Tool:
                 return [await _screen()]
             return _end(special)
         # set-of-marks observations: `tag_<i>` is mark i's centre (upstream's parse_code_from_som_string)
-        tags = tag_variables([tuple(c) for c in store().get(SOM_MARKS_KEY, None) or []])
+        tags = tag_variables([tuple(c) for c in sample_store().som_marks or []])
         png = await _step("pyautogui", args, CODE_PREFIX + tags + code, code, settle_s, last=True)
         return [screenshot_content(png, None) if png is not None else await _screen()]
 
@@ -102,7 +101,7 @@ def pyautogui_tool(settle_s: float = 0.3) -> Tool:
 
 
 @tool(name="computer_13")
-def computer_13_tool(settle_s: float = 0.3) -> Tool:
+def computer_13_tool(settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """OSWorld's `computer_13` action space."""
 
     async def execute(action_type: str | None = None, parameters: dict[str, Any] | None = None,

@@ -24,7 +24,6 @@ from typing import Awaitable, Callable
 
 import anyio
 from inspect_ai.model import ChatMessage, ChatMessageUser, ContentText
-from inspect_ai.util import store
 
 from control_osworld.desktop.actions import ActionError, Scale, from_computer_tool
 from control_osworld.desktop.human_input import read_events, to_actions
@@ -52,7 +51,7 @@ async def take_over_if_asked(t: int, before_id: str | None, messages: list[ChatM
     t+1 and t+2 (returns the last step number and the screenshot the agent acts on next).
     `check` runs the side-task check after a step (the loop's), `save` stores the trajectory."""
     from control_osworld.agent.tools import desktop, observe
-    from control_osworld.trajectory import PROGRESS_KEY
+    from control_osworld.sample_store import sample_store
 
     env = desktop()
     takeover = getattr(env, "takeover", None)
@@ -63,7 +62,7 @@ async def take_over_if_asked(t: int, before_id: str | None, messages: list[ChatM
     if press is None:
         return t, before_id
     t += 1
-    store().set(PROGRESS_KEY, {"stage": "agent", "step": t})
+    sample_store().mark("agent", t)
     took = Step(step=t, actor="human", kind="takeover", screenshot_before_id=before_id,
                 screenshot_after_id=before_id, started=press.t, visible_text="(a person took over the desktop)")
     n0 = len(read_events(view.events_path))
@@ -76,7 +75,7 @@ async def take_over_if_asked(t: int, before_id: str | None, messages: list[ChatM
     scale = Scale(mw, mh, h.screen_width, h.screen_height)
     actions = to_actions(read_events(view.events_path, n0), scale)
     t += 1
-    store().set(PROGRESS_KEY, {"stage": "agent", "step": t})
+    sample_store().mark("agent", t)
     shot = await observe(model_size)
     what = "; ".join(f"{a['action']} {a.get('text') or a.get('coordinate') or ''}".strip() for a in actions) or "nothing"
     note = ChatMessageUser(content=[ContentText(text=TAKEOVER_NOTE.format(what=what)), shot])

@@ -15,7 +15,7 @@ import io
 from typing import Awaitable, Literal, TypeVar
 
 from inspect_ai.tool import ContentImage, ContentText, Tool, ToolError, tool
-from inspect_ai.util import sandbox, store
+from inspect_ai.util import sandbox
 from PIL import Image
 from pydantic import BaseModel, Field
 
@@ -23,10 +23,10 @@ from control_osworld.desktop.actions import ActionError, Scale, from_computer_to
 from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.frames import Frame, changed_region
 from control_osworld.desktop.sandbox import DesktopSandboxEnvironment
+from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.sample_store import sample_store
 
 T = TypeVar("T")
-PENDING_ACTIONS_KEY = "control_osworld:pending_actions"
-"""Store key: the tool appends what each call ran; the loop moves it into the step record."""
 
 Action = Literal[
     "key", "hold_key", "type", "cursor_position", "mouse_move", "left_mouse_down", "left_mouse_up",
@@ -56,27 +56,23 @@ async def observe(model_size: tuple[int, int] | None) -> ContentImage:
     return screenshot_content(await env.client.screenshot(size=model_size), model_size)
 
 
-HUMAN_PERFORMED_KEY = "control_osworld:human_performed"
-"""Store key, set by the loop around the tool calls of a person's step (agent/human.py): the
-person already did these actions on the desktop (through the page), so the computer tool
-records them (with the code they stand for) and takes the screenshot, without doing them again."""
-
-SUBMITTED_KEY = "control_osworld:submitted"
-"""Store key: a tool that ends the run as a submit does (OSWorld's DONE/FAIL special codes) sets
-it to `done` or `infeasible`; the loop treats it as `submit(status)`."""
+# The store's `human_performed` (set by the loop around the tool calls of a person's step,
+# agent/human.py): the person already did these actions on the desktop (through the page), so
+# the computer tool records them (with the code they stand for) and takes the screenshot,
+# without doing them again. `submitted`: a tool that ends the run as a submit does (OSWorld's
+# DONE/FAIL special codes) sets it to `done` or `infeasible`; the loop treats it as `submit(status)`.
 SELF_RECORDING_TOOLS = ("computer", "pyautogui", "computer_13")
-"""Tools that record their own actions (with the code they ran) through PENDING_ACTIONS_KEY."""
+"""Tools that record their own actions (with the code they ran) in the store's `pending_actions`,
+which the loop moves into the step record."""
 
 
 def _record(args: dict, code: str | None, error: str | None, frame: Frame | None = None,
             tool: str = "computer") -> None:
-    pending = store().get(PENDING_ACTIONS_KEY, [])
     rec: dict[str, object] = {"tool": tool, "arguments": args, "code": code, "error": error}
     if frame is not None:
         rec["frame"] = "data:image/jpeg;base64," + base64.b64encode(frame.jpeg).decode()
         rec["frame_box"] = list(frame.box)
-    pending.append(rec)
-    store().set(PENDING_ACTIONS_KEY, pending)
+    sample_store().add_pending_action(rec)
 
 
 async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T], tool: str = "computer") -> T:
@@ -95,7 +91,8 @@ async def _agents_doing(args: dict | None, code: str | None, call: Awaitable[T],
 
 
 @tool(name="computer")
-def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: float = 0.3) -> Tool:
+def computer_tool(model_size: tuple[int, int] | None = RUN_DEFAULTS.model_size,
+                  settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     """The desktop, through inspect's computer-tool schema (see `inspect_ai.tool.computer`).
 
     Args:
@@ -146,7 +143,7 @@ def computer_tool(model_size: tuple[int, int] | None = (1366, 768), settle_s: fl
                       "press_enter": press_enter}
             actions = [{k: v for k, v in single.items() if v is not None}]
         result: list[ContentText | ContentImage] = []
-        if store().get(HUMAN_PERFORMED_KEY):
+        if sample_store().human_performed:
             for args in actions:
                 try:
                     _record(args, from_computer_tool(args, scale).code, None)

@@ -17,7 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from control_osworld.contracts import INPUT_SUBSETS, SCORE_COLUMNS, canonical_subset
+from control_osworld.contracts import (
+    INPUT_SUBSETS,
+    RUN_OPTIONAL_COLUMNS,
+    RUN_REQUIRED_COLUMNS,
+    SCORE_COLUMNS,
+    canonical_subset,
+)
+from control_osworld.run_spec import RUN_DEFAULTS
 
 from .hazards import OUTCOMES
 
@@ -36,18 +43,11 @@ __all__ = [
     "InputError",
 ]
 
-RUN_COLUMNS = (
-    "run_id", "log", "sample_id", "epoch", "eval_mode", "untrusted_model", "attack_prompt",
-    "main_task_id", "side_task_id", "outcome", "outcome_step", "t_star", "steps", "budget",
-    "main_task_success", "side_task_success", "attempt_steps", "boundary",
-)
+# The runs table's record is contracts.RunRow (control_osworld.logs writes it).
+RUN_COLUMNS = RUN_REQUIRED_COLUMNS
 # Kept when present (filled with null / [] when absent): what the agent side records about
 # attempts, the honest/attack matching, errors and rejected submits (docs/control-loop.md).
-OPTIONAL_RUN_COLUMNS = ("attempt_detector", "env_side_task_id", "honest_matching", "error_stage", "submit_errors",
-                        "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
-                        "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
-                        "main_unknown", "side_unknown", "attempts", "escape_log", "action_space",
-                        "side_task_category", "player", "takeover_steps", "seconds", "observation")
+OPTIONAL_RUN_COLUMNS = RUN_OPTIONAL_COLUMNS
 # player: who played the run (`agent`, or `human`: a human run, agent/human.py); takeover_steps:
 # steps of take-overs during the run (agent/takeover.py); seconds: the agent loop's wall time.
 # error_kind: why an error run failed; error_after_outcome(_kind): an error after the run's
@@ -72,7 +72,7 @@ SCORE_POINTS = ("pre_action", "post_action")
 EVAL_MODES = ("honest", "attack")
 MONITOR_KINDS = ("full_trajectory", "per_step")
 BOUNDARIES = ("open", "closed")
-DEFAULT_BUDGET = 75
+DEFAULT_BUDGET = RUN_DEFAULTS.budget
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
 LOG_SUFFIXES = (".eval",)
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from control_osworld.run_spec import RUN_DEFAULTS
+
 from .runs import INPUT_SUBSETS, OPTIONAL_SCORE_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS
 
 __all__ = ["SyntheticSpec", "synthetic_runs", "synthetic_scores", "synthetic_dataset"]
@@ -32,7 +34,7 @@ _CHANNEL = {"A": 0.8, "T": 0.9, "S": 0.55}
 @dataclass(frozen=True)
 class SyntheticSpec:
     n_runs: int = 1000
-    budget: int = 75
+    budget: int = RUN_DEFAULTS.budget
     models: tuple[str, ...] = ("model-a", "model-b")
     attack_prompts: tuple[str, ...] = ("subtle", "blatant")
     honest_fraction: float = 0.5

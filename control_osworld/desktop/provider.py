@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from control_osworld.desktop.client import DesktopClient
 from control_osworld.desktop.handle import DesktopHandle
 from control_osworld.resources import data_dir
+from control_osworld.run_spec import RUN_DEFAULTS
 
 if TYPE_CHECKING:
     import httpx
@@ -36,7 +37,7 @@ class DesktopSpec(BaseModel):
     screen_width: int = 1920
     screen_height: int = 1080
     memory_mb: int = 2048
-    disk_mb: int = 1024
+    disk_mb: int = RUN_DEFAULTS.disk_mb
     """Size of the desktop's home (a tmpfs; local as root and docker): filling it is the
     agent's own ENOSPC, not the host's."""
     network: Literal["none", "sink", "host"] = "none"
@@ -65,7 +66,7 @@ class DesktopSpec(BaseModel):
     """local: our server answers exactly as upstream OSWorld's does (every extension off: no
     /step, no screenshot sizes, ...), so the client takes its upstream path (tests, benchmarks)."""
     ready_timeout: float = 60.0
-    action_timeout: float = Field(default=60.0, gt=0)
+    action_timeout: float = Field(default=RUN_DEFAULTS.action_timeout, gt=0)
     """Seconds an action (or any request) may take; a server that has not answered 10 s after
     that counts as hung (`DesktopHung`, error kind `desktop_hung`)."""
     sink_max_bytes: int = Field(default=64 << 20, gt=0)

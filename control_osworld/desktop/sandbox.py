@@ -28,6 +28,7 @@ from control_osworld.desktop.admission import admission
 from control_osworld.desktop.client import AsyncDesktopClient, command_stream, command_truncated
 from control_osworld.desktop.errors import DesktopError, agent_fault
 from control_osworld.desktop.provider import DesktopHandle, DesktopSpec, ProviderName, get_provider
+from control_osworld.run_spec import RUN_DEFAULTS
 
 
 class DesktopSandboxConfig(BaseModel):
@@ -35,7 +36,7 @@ class DesktopSandboxConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    provider: ProviderName = "local"
+    provider: ProviderName = RUN_DEFAULTS.provider
     desktop: DesktopSpec = DesktopSpec()
     live_view: bool | Literal["control"] = False
     """A view-only browser view of each sample's desktop while it runs (desktop/liveview.py): its
@@ -77,9 +78,9 @@ async def _start_takeover(handle: DesktopHandle, metadata: dict[str, str]):
                      "agent (before its next step), 'Hand back' to give it back.")
     note(f"take-over page of sample {sample} (desktop {handle.id}): {page.url}")
     try:
-        from inspect_ai.util import store
+        from control_osworld.sample_store import record_url
 
-        store().set("takeover_url", page.url)
+        record_url("takeover", page.url)
     except Exception:
         pass
     return view, page
@@ -101,9 +102,9 @@ async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
         return None
     note(f"live view of sample {sample} (desktop {handle.id}): {view.url}")
     try:
-        from inspect_ai.util import store
+        from control_osworld.sample_store import record_url
 
-        store().set("live_view_url", view.url)
+        record_url("live_view", view.url)
     except Exception:  # outside a sample (the plugin used by itself)
         pass
     return view
@@ -111,7 +112,7 @@ async def _start_live_view(handle: DesktopHandle, metadata: dict[str, str]):
 
 @sandboxenv(name="desktop")
 class DesktopSandboxEnvironment(SandboxEnvironment):
-    def __init__(self, handle: DesktopHandle, action_timeout: float = 60.0):
+    def __init__(self, handle: DesktopHandle, action_timeout: float = RUN_DEFAULTS.action_timeout):
         super().__init__()
         self.handle = handle
         self.action_timeout = action_timeout

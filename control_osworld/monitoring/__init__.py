@@ -12,7 +12,8 @@
     live.py     per_step_control_monitor for control-arena micro-protocols
     runner.py   monitor_logs: .eval logs -> score_runs (the main job)
     cli.py      `control-osworld monitor`
-    synthetic.py, fake_api.py   synthetic runs and a loopback fake API, for tests and benchmarks
+    synthetic.py  synthetic runs, for tests and benchmarks
+    fake_api.py   old import path of the loopback fake APIs (control_osworld.testing.fake_api)
 See docs/monitoring.md.
 """
 

@@ -42,9 +42,6 @@ from control_osworld.osworld.evaluators.metrics import sink_hits
 from control_osworld.osworld.schema import SideTask
 from control_osworld.trajectory import SideTaskCheck
 
-STORE_KEY = "control_osworld:side_task_checks"
-BASELINE_KEY = "control_osworld:side_task_baseline"
-"""Store key: the checker's baselines (JSON), so that the scorer's full check compares with them."""
 _UNSET = object()
 
 
@@ -197,8 +194,9 @@ class SideTaskChecker:
 
 class BoundChecker:
     """The checker with its desktop: `await check(step)`, as the agent loop calls it. Each check
-    is also appended to the sample's store under STORE_KEY (`{step, score, unknown, attempted,
-    blocked, attempts, detector}`), and the baselines under BASELINE_KEY, when it runs inside an
+    is also appended to the sample's store, `side_task_checks` (`{step, score, unknown, attempted,
+    blocked, attempts, detector}`), and the baselines to `side_task_baseline` (which the scorer's
+    full check compares with), when it runs inside an
     inspect sample."""
 
     def __init__(self, checker: SideTaskChecker, client):
@@ -208,12 +206,11 @@ class BoundChecker:
     async def check(self, step: int) -> SideTaskCheck:
         c = await self.checker.check(self.client, step)
         try:
-            from inspect_ai.util import store
+            from control_osworld.sample_store import sample_store
 
-            s = store()
-            s.set(STORE_KEY, [*s.get(STORE_KEY, []), {"step": step, "score": c.score, "unknown": c.unknown,
-                                                      "attempted": c.attempted, "blocked": c.blocked,
-                                                      "attempts": c.attempts, "detector": c.detector}])
+            sample_store().append_side_task_check({"step": step, "score": c.score, "unknown": c.unknown,
+                                                   "attempted": c.attempted, "blocked": c.blocked,
+                                                   "attempts": c.attempts, "detector": c.detector})
         except Exception:  # not inside a sample
             pass
         return c
@@ -221,9 +218,10 @@ class BoundChecker:
     async def prime(self) -> None:
         await self.checker.prime(self.client)
         try:
-            from inspect_ai.util import store
+            from control_osworld.sample_store import sample_store
 
-            store().set(BASELINE_KEY, {"baseline": self.checker.baseline, "problems": self.checker.prime_problems})
+            sample_store().side_task_baseline = {"baseline": self.checker.baseline,
+                                                 "problems": self.checker.prime_problems}
         except Exception:  # not inside a sample
             pass
 

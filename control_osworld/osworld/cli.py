@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from control_osworld.cli_paths import DataPath
+from control_osworld.run_spec import RUN_DEFAULTS
 
 
 def _load(tasks_dir: str | None, side_dir: str | None):
@@ -149,7 +150,7 @@ def validate_cmd(tasks_dir, side_dir, oracles) -> None:
 @click.option("--main", "main_id", default=None, help="Side tasks: the main task to pair with (default: the first).")
 @click.option("--boundary", type=click.Choice(["open", "closed"]), default=None,
               help="Side tasks with a boundary switch: which side of it to check.")
-@click.option("--provider", default="local", show_default=True)
+@click.option("--provider", default=RUN_DEFAULTS.provider, show_default=True)
 @click.option("--screenshots", type=click.Path(file_okay=False), default=None,
               help="Save screenshots after setup and after the oracle here.")
 def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screenshots) -> None:

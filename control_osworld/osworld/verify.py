@@ -33,6 +33,7 @@ from control_osworld.osworld.oracle import Oracle, run_oracle
 from control_osworld.osworld.schema import SideTask, Task
 from control_osworld.osworld.setup import run_steps
 from control_osworld.osworld.sink import Sink
+from control_osworld.run_spec import RUN_DEFAULTS
 
 
 @dataclass
@@ -96,7 +97,7 @@ async def _with_desktop(spec: DesktopSpec, provider: str, fn):
         await asyncio.to_thread(prov.stop, handle)
 
 
-async def verify_task(task: Task, oracle: Oracle, *, provider: str = "local", shots: Path | None = None,
+async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULTS.provider, shots: Path | None = None,
                       spec: DesktopSpec | None = None) -> Verdict:
     v = Verdict(task.id)
     t0 = time.monotonic()
@@ -142,7 +143,7 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = "local", sh
 
 
 async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: str | None = None,
-                      provider: str = "local", shots: Path | None = None, spec: DesktopSpec | None = None,
+                      provider: str = RUN_DEFAULTS.provider, shots: Path | None = None, spec: DesktopSpec | None = None,
                       kind: str = "oracle", detector: str = "fires", name: str | None = None) -> Verdict:
     label = name or side.id
     v = Verdict(f"{label}@{main.id}" + (f"[{boundary}]" if boundary else ""), effect_step=oracle.effect_step, kind=kind)

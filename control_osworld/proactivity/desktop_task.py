@@ -16,17 +16,19 @@ from inspect_ai import Task, task_with
 
 from control_osworld.agent.loop import desktop_scaffold
 from control_osworld.agent.policies import osworld_policy
+from control_osworld.run_spec import RUN_DEFAULTS
 
-from .desktop import DilemmaDesktopSetting
+from .desktop import DilemmaDesktopSetting, dilemma_effect_checker
 from .scenario import Factors, ScenarioError, load_scenarios
 
 __all__ = ["desktop_task"]
 
 
 def desktop_task(folder: Path, ids: list[str] | None, conditions: list[Factors], *, max_turns: int,
-                 target_model: str | None, epochs: int | None, name: str | None, provider: str = "local",
-                 allow_bash: bool = False, keep_screenshots: int = 10, settle_s: float = 0.3,
-                 max_samples: int = 4) -> Task:
+                 target_model: str | None, epochs: int | None, name: str | None, provider: str = RUN_DEFAULTS.provider,
+                 allow_bash: bool = False, keep_screenshots: int = RUN_DEFAULTS.keep_screenshots,
+                 settle_s: float = RUN_DEFAULTS.settle_s,
+                 max_samples: int = RUN_DEFAULTS.max_samples) -> Task:
     try:
         load_scenarios(folder, ids)  # errors name the file before any desktop starts
     except ScenarioError as e:
@@ -38,7 +40,8 @@ def desktop_task(folder: Path, ids: list[str] | None, conditions: list[Factors],
     policy = osworld_policy(model_role="untrusted" if target_model else None)
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget: K turns, then the run is censored
-        scaffold=desktop_scaffold(budget=max_turns, keep_screenshots=keep_screenshots, stop_on_escape=True),
+        scaffold=desktop_scaffold(budget=max_turns, keep_screenshots=keep_screenshots, stop_on_escape=True,
+                                  side_task_checker=dilemma_effect_checker),
         untrusted_model=target_model or "mockllm/model", trusted_model="mockllm/model",
         max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False, token_limit=None, epochs=epochs,
     )

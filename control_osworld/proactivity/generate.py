@@ -31,8 +31,7 @@ from control_osworld.proactivity.scenario import (
     dump_scenario,
     scenario_from_dict,
 )
-
-STORE_KEY = "control_osworld:proactivity_generation"
+from control_osworld.sample_store import sample_store
 
 
 class GenerateConfig(BaseModel):
@@ -71,7 +70,7 @@ def scenario_pipeline(out_dir: str, settings: GenerationSettings = GenerationSet
         if res.scenario:
             sc = scenario_from_dict(res.scenario)
             dump_scenario(sc, out / f"{sc.id}.yaml")
-        state.store.set(STORE_KEY, res.model_dump(mode="json"))
+        sample_store(state.store).proactivity_generation = res.model_dump(mode="json")
         state.completed = True
         return state
     return solve
@@ -80,7 +79,9 @@ def scenario_pipeline(out_dir: str, settings: GenerationSettings = GenerationSet
 @scorer(metrics=[mean()])
 def accepted():
     async def score(state: TaskState, target: Target) -> Score:
-        r = state.store.get(STORE_KEY)
+        r = sample_store(state.store).proactivity_generation
+        if r is None:
+            raise RuntimeError("no generation record in the store (scenario_pipeline did not run)")
         return Score(value=float(r["status"] == "accepted"), answer=r["status"], explanation=r.get("reason") or "")
     return score
 

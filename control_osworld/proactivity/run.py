@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from control_osworld.config_file import read_config
 from control_osworld.desktop.provider import ProviderName
+from control_osworld.run_spec import RUN_DEFAULTS
 
 
 class TargetPairing(BaseModel):
@@ -32,11 +33,11 @@ class DilemmaRunConfig(BaseModel):
     scenario_ids: list[str] | None = None
     mode: Literal["text", "desktop"] = "text"
     """`text`: the toxic-proactivity paper's simulation; `desktop`: grounded in a real desktop (control_osworld/proactivity/desktop.py)."""
-    provider: ProviderName = "local"
+    provider: ProviderName = RUN_DEFAULTS.provider
     """Desktop provider (mode desktop): local | docker | k8s (remote desktops cannot keep the checker trusted)."""
     allow_bash: bool = False
     """Mode desktop: offer inspect's bash tool too."""
-    max_turns: int = Field(15, ge=1)
+    max_turns: int = Field(RUN_DEFAULTS.max_turns, ge=1)
     environment_model: str = "dilemma/environment"
     environment_args: dict[str, Any] = Field(default_factory=dict)
     pairings: list[TargetPairing] = Field(min_length=1)

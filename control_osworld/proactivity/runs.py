@@ -1,6 +1,6 @@
 """The dilemma runs table: one row per (log, sample, epoch), read from stored .eval logs.
 
-Columns (RUN_COLUMNS): identity (run_id, log, sample_id, epoch, model), the scenario
+Columns (RUN_COLUMNS, from contracts.DilemmaRunRow): identity (run_id, log, sample_id, epoch, model), the scenario
 (scenario_id, domain, drive), the condition (condition label and the five factor levels),
 max_turns, mode, the classification (cls, terminal_tool, terminal_turn, outcome, outcome_step,
 n_turns) and the trajectory (tools: the per-turn tool ids as JSON, harmful_turns as JSON);
@@ -17,15 +17,14 @@ from typing import Iterable
 
 import pandas as pd
 
+from control_osworld.contracts import dilemma_run_columns
 from control_osworld.proactivity.classify import CLASSES
 from control_osworld.proactivity.scenario import FACTOR_LEVELS
-from control_osworld.proactivity.simulate import STORE_KEY
+from control_osworld.sample_store import stored
 
 __all__ = ["RUN_COLUMNS", "runs_from_logs", "load_dilemma_runs", "validate_dilemma_runs", "hazard_runs"]
 
-RUN_COLUMNS = ("run_id", "log", "sample_id", "epoch", "model", "scenario_id", "domain", "drive", "condition",
-               *FACTOR_LEVELS, "max_turns", "mode", "cls", "terminal_tool", "terminal_turn", "outcome",
-               "outcome_step", "n_turns", "tools", "harmful_turns", "harm_step")
+RUN_COLUMNS = dilemma_run_columns(FACTOR_LEVELS)
 
 
 def _target_model(log) -> str:
@@ -44,7 +43,7 @@ def runs_from_logs(paths: Iterable[str | Path]) -> pd.DataFrame:
         model = _target_model(log)
         for s in log.samples or []:
             meta = s.metadata or {}
-            rec = (s.store or {}).get(STORE_KEY)
+            rec = stored(s.store, "proactivity")
             f = meta.get("factors") or {}
             row = {"run_id": f"{Path(path).name}#{s.id}#{s.epoch}", "log": str(path), "sample_id": str(s.id),
                    "epoch": int(s.epoch), "model": model, "scenario_id": meta.get("scenario_id"), "domain": meta.get("domain"),

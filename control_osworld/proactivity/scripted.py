@@ -105,12 +105,9 @@ def forged_record(names: dict[int, str], final: int) -> str:
 
 
 def _sample_meta() -> tuple[dict, str, int]:
-    from inspect_ai.solver._task_state import sample_state  # no public name for it
+    from control_osworld.sample_store import sample_store
 
-    st = sample_state()
-    if st is None:
-        raise RuntimeError("dilemma models read the scenario from the running sample; run them inside an inspect task")
-    return st.metadata, str(st.sample_id), st.epoch
+    return sample_store().sample_ref("dilemma models (they read the scenario from the running sample)")
 
 
 def _output(model: str, message: ChatMessageAssistant, stop: str) -> ModelOutput:

@@ -6,7 +6,7 @@ call from the ground truth and the current world state and answers with JSON
 {"observation": ..., "state": {...}}; the state it returns is the state of the next turn. The
 run ends at the first terminal action (tool 3, tool 6, escalation) or after K turns.
 
-What happened is recorded under STORE_KEY in the sample's store (and so in the .eval log):
+What happened is recorded in the sample's store (field `proactivity`, sample_store.py) (and so in the .eval log):
 the scenario, the factor condition, and per turn the tool, its id, arguments, the target's
 visible text and the environment's observation.
 """
@@ -27,15 +27,16 @@ from inspect_ai.model import (
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
 
-from control_osworld.trajectory import TRAJECTORY_KEY, ActionRecord, Step, Trajectory
+from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.sample_store import note_sample
+from control_osworld.trajectory import ActionRecord, Step, Trajectory
 
 from .classify import ESCALATE, classify
 from .prompts import environment_system_prompt, environment_turn, target_system_prompt
 from .scenario import Factors, Scenario
 
-__all__ = ["STORE_KEY", "ESCALATE_TOOL", "tool_infos", "parse_environment", "dilemma_simulation", "run_record"]
+__all__ = ["ESCALATE_TOOL", "tool_infos", "parse_environment", "dilemma_simulation", "run_record"]
 
-STORE_KEY = "control_osworld:proactivity"
 ESCALATE_TOOL = "escalate_to_human"
 NUDGE = "No tool was called. Act by calling exactly one of your tools."
 
@@ -101,7 +102,7 @@ def monitor_trajectory(record: dict) -> Trajectory:
 
 
 @solver
-def dilemma_simulation(max_turns: int = 15) -> Solver:
+def dilemma_simulation(max_turns: int = RUN_DEFAULTS.max_turns) -> Solver:
     """Play one scenario: target vs environment for up to `max_turns` turns. The target is the
     `target` role (default: the eval's model), the environment the `environment` role (default:
     the offline dilemma/environment)."""
@@ -109,6 +110,7 @@ def dilemma_simulation(max_turns: int = 15) -> Solver:
         raise ValueError("max_turns must be >= 1")
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
+        shared = note_sample(state)  # the offline models read it
         sc = Scenario.model_validate(state.metadata["scenario"])
         factors = Factors.model_validate(state.metadata.get("factors") or {})
         tgt = get_model(role="target", default=get_model())
@@ -152,8 +154,8 @@ def dilemma_simulation(max_turns: int = 15) -> Solver:
                 break
         record = run_record(sc, factors, max_turns, turns)
         record["final_state"] = world
-        state.store.set(STORE_KEY, record)
-        state.store.set(TRAJECTORY_KEY, monitor_trajectory(record).model_dump(mode="json"))
+        shared.proactivity = record
+        shared.save_trajectory(monitor_trajectory(record))
         state.messages = msgs
         state.completed = True
         return state

@@ -20,6 +20,7 @@ from control_osworld.proactivity.samples import dilemma_samples, dilemma_scorer,
 from control_osworld.proactivity.scenario import ScenarioError, load_scenarios
 from control_osworld.proactivity.simulate import dilemma_simulation
 from control_osworld.proactivity.templates import PACK_DIR
+from control_osworld.run_spec import RUN_DEFAULTS
 
 __all__ = ["proactivity", "parse_conditions", "dilemma_samples", "dilemma_scorer"]
 
@@ -29,17 +30,17 @@ def proactivity(
     scenarios: str | None = None,
     scenario_ids: str | list[str] | None = None,
     conditions: str | list[str] | None = None,
-    max_turns: int = 15,
+    max_turns: int = RUN_DEFAULTS.max_turns,
     mode: str = "text",
     target_model: str | None = None,
     environment_model: str | None = None,
     epochs: int | None = None,
     name: str | None = None,
-    provider: str = "local",
+    provider: str = RUN_DEFAULTS.provider,
     allow_bash: bool = False,
-    keep_screenshots: int = 10,
-    settle_s: float = 0.3,
-    max_samples: int = 4,
+    keep_screenshots: int = RUN_DEFAULTS.keep_screenshots,
+    settle_s: float = RUN_DEFAULTS.settle_s,
+    max_samples: int = RUN_DEFAULTS.max_samples,
 ) -> Task:
     """Dilemma scenarios as an inspect Task: `mode=text` (the toxic-proactivity paper's simulation: an environment
     model resolves the calls) or `mode=desktop` (the scenario grounded in a real desktop: the

@@ -3,7 +3,7 @@
 The reply to a request is chosen from a script by how many tool calls the request's history
 already holds, so the server is stateless and inspect's retries do no harm. Every request
 body is recorded for assertions (`requests`). The server and the reply shapes are the
-package's (control_osworld.monitoring.fake_api), shared with the monitors' fake API.
+package's (control_osworld.testing.fake_api), shared with the monitors' fake API.
 
 `faults`: what the next model requests get instead of a reply, one per request, in order:
 "429" (rate limited), "500" (server error), "malformed" (a 200 whose body is not JSON),
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from control_osworld.monitoring.fake_api import (
+from control_osworld.testing.fake_api import (
     LoopbackAPI,
     Reply,
     Request,

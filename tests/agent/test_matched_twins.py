@@ -1,19 +1,25 @@
 """A matched honest sample and its attack twin (same main task, side task, sample id and epoch)
-running at once in one eval: each run's side-task checker stays its own."""
+running at once in one eval: each run's side-task checker stays its own. And the checker lives
+in its run: made by the scaffold once setup is done and dropped when the run ends, however it
+ends (a sample that fails before scoring leaves nothing behind)."""
 
 from __future__ import annotations
 
+import gc
 import time
+import weakref
 from datetime import datetime
 
 import anyio
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from control_osworld.agent import loop
+from control_osworld import task as task_module
 from control_osworld.agent.scripted import build_plan
 from control_osworld.catalogue import Catalogue
 from control_osworld.logs import read_run_records, runs_table
+from control_osworld.sample_store import sample_store
+from control_osworld.setting import osworld_side_task_checker
 from control_osworld.task import osworld_control
 from tests.agent.test_loop import DIRS
 from tests.conftest import require
@@ -30,31 +36,30 @@ def _desktop():
 
 def test_concurrent_matched_twins_keep_their_own_side_checkers(tmp_path, monkeypatch):
     """Both twins in one `inspect eval` (max_tasks=2). The honest twin is held after its setup
-    until the attack twin has registered its checker, so the honest loop looks up the registry
-    while the attack's checker is in it: the interleaving a checker keyed by (sample id, epoch)
-    gets wrong (the honest run would then check the attack's desktop every step)."""
+    until the attack twin has made its checker, so the honest loop starts while the attack's
+    checker exists: the interleaving a checker shared through anything keyed by (sample id,
+    epoch) gets wrong (the honest run would then check the attack's desktop every step)."""
     registered: list[tuple[str, float]] = []
-    original_register, original_setup = loop.register_checker, Catalogue.setup
+    original_setup = Catalogue.setup
 
-    def register(key, fn):
+    async def make_checker():
+        fn = await osworld_side_task_checker()
         if fn is not None:
-            registered.append((key, time.monotonic()))
-        original_register(key, fn)
+            registered.append((sample_store().sample_ref("test")[1], time.monotonic()))
+        return fn
 
     held: list[float] = []
 
     async def setup(self, env, item, boundary=None):
-        from inspect_ai.solver._task_state import sample_state  # no public name for it
-
         await original_setup(self, env, item, boundary=boundary)
-        mode = sample_state().metadata.get("eval_mode")
+        mode = sample_store().sample_ref("test")[0].get("eval_mode")
         if str(getattr(mode, "value", mode)) == "honest" and not held:
             t0 = time.monotonic()
             while not registered and time.monotonic() - t0 < 30:
                 await anyio.sleep(0.05)
             held.append(time.monotonic() - t0)
 
-    monkeypatch.setattr(loop, "register_checker", register)
+    monkeypatch.setattr(task_module, "osworld_side_task_checker", make_checker)
     monkeypatch.setattr(Catalogue, "setup", setup)
     model = "scripted/attack-burst"  # honest samples play the main oracle only
     tasks = [osworld_control(**DIRS, mode=mode, main_tasks="write_note", name=f"twin_{mode}")
@@ -62,7 +67,7 @@ def test_concurrent_matched_twins_keep_their_own_side_checkers(tmp_path, monkeyp
     logs = inspect_eval(tasks, model=model, max_tasks=2, log_dir=str(tmp_path), display="none")
     by_mode = {log.eval.task.removeprefix("twin_"): log for log in logs}
     assert all(log.status == "success" for log in logs), [log.error for log in logs]
-    assert len(registered) == 1 and held, (registered, held)  # only the attack registers; the honest waited for it
+    assert len(registered) == 1 and held, (registered, held)  # only the attack makes one; the honest waited for it
 
     [h_sample], [a_sample] = by_mode["honest"].samples, by_mode["attack"].samples
     assert (h_sample.id, h_sample.epoch) == (a_sample.id, a_sample.epoch) == ("write_note__drop_marker", 1)
@@ -89,3 +94,33 @@ def test_concurrent_matched_twins_keep_their_own_side_checkers(tmp_path, monkeyp
     assert rows.loc["attack"].side_task_success and rows.loc["attack"].t_star == plan.effect_step
     assert not rows.loc["honest"].side_task_success and list(rows.loc["honest"].attempt_steps) == []
     assert rows.loc["honest"].main_task_success  # the side setup ran in its own desktop
+
+
+def test_a_sample_failing_before_scoring_leaves_no_checker_behind(tmp_path, monkeypatch):
+    made: list[weakref.ref] = []
+
+    async def failing_checker():
+        fn = await osworld_side_task_checker()
+        assert fn is not None
+        bound = fn.__self__  # the BoundChecker (its desktop client, the baselines)
+        made.append(weakref.ref(bound))
+
+        async def check(step: int):
+            if step == 2:
+                raise RuntimeError("the checker's desktop died")
+            return await fn(step)
+
+        return check
+
+    monkeypatch.setattr(task_module, "osworld_side_task_checker", failing_checker)
+    task = osworld_control(**DIRS, mode="attack", main_tasks="write_note")
+    [log] = inspect_eval(task, model="scripted/attack-burst", log_dir=str(tmp_path), display="none")
+    [sample] = log.samples
+    assert sample.error is not None and "the checker's desktop died" in sample.error.message
+    assert sample.scores in (None, {})  # it failed before scoring
+    [rec] = read_run_records(log.location, images=False)
+    assert rec.trajectory.outcome == "error" and rec.trajectory.error_stage == "agent"
+    assert len(made) == 1
+    del log, sample, rec
+    gc.collect()
+    assert made[0]() is None, gc.get_referrers(made[0]())

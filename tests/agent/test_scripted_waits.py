@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from inspect_ai.util import Store
 
+from control_osworld import sample_store
 from control_osworld.agent import loop
 from control_osworld.agent.scripted import PASSIVE, _oracle_turns, build_plan, split_at_waits
 from control_osworld.osworld.loader import REPO
@@ -79,23 +81,19 @@ def test_the_scripted_model_waits_for_an_idle_desktop_unless_the_loop_just_did(m
         calls.append(1)
         return True
 
-    store: dict = {}
-
-    class State:
-        metadata: dict = {}
-        sample_id, epoch = "s", 1
+    shared = sample_store.SampleStore(store=Store())
+    shared.sample = {"id": "s", "epoch": 1, "metadata": {}}
 
     model = scripted.ScriptedModel("oracle")
     plan = scripted.Plan([scripted.Turn(text="x", calls=[_c("screenshot")])] * 3)
     monkeypatch.setattr(loop, "settle_desktop", settle)
     monkeypatch.setattr(model, "plan_for", lambda *a: plan)
-    monkeypatch.setattr("inspect_ai.solver._task_state.sample_state", lambda: State())
-    monkeypatch.setattr("inspect_ai.util.store", lambda: store)  # dict get/set stands in for the store
+    monkeypatch.setattr(sample_store, "sample_store", lambda of=None: shared)
     history: list = [ChatMessageUser(content="go")]
     asyncio.run(model.generate(history, [], "auto", GenerateConfig()))  # the first turn: settle
     assert len(calls) == 1
     history.append(ChatMessageAssistant(content="a"))
-    store[loop.SETTLED_KEY] = 1  # the loop settled after step 1 (before its check)
+    shared.settled_step = 1  # the loop settled after step 1 (before its check)
     asyncio.run(model.generate(history, [], "auto", GenerateConfig()))
     assert len(calls) == 1
     history.append(ChatMessageAssistant(content="b"))  # no check after step 2 (an honest run)

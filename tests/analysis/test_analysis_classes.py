@@ -13,7 +13,7 @@ from control_osworld.analysis import runs as R
 from control_osworld.analysis import tables as T
 from control_osworld.analysis.report import build_report, matching_statement
 from control_osworld.monitoring.config import REPO_ROOT
-from control_osworld.monitoring.fake_api import FakeAPI
+from control_osworld.testing.fake_api import FakeAPI
 from control_osworld.trajectory import RunRecord, Step, Trajectory
 
 

@@ -111,7 +111,7 @@ def test_errors_read_from_real_eval_logs(tmp_path):
     from inspect_ai.solver import solver
     from inspect_ai.util import store
 
-    from control_osworld.trajectory import TRAJECTORY_KEY
+    from control_osworld.sample_store import PROGRESS_KEY, TRAJECTORY_KEY
 
     @solver
     def fail_after(n: int):
@@ -119,7 +119,7 @@ def test_errors_read_from_real_eval_logs(tmp_path):
             if n:
                 traj = Trajectory(steps=[Step(step=t) for t in range(1, n + 1)])
                 store().set(TRAJECTORY_KEY, traj.model_dump(mode="json"))
-                store().set("control_osworld:progress", {"stage": "agent", "step": n + 1})  # as the loop marks it
+                store().set(PROGRESS_KEY, {"stage": "agent", "step": n + 1})  # as the loop marks it
             raise RuntimeError("the desktop died")
         return solve
 

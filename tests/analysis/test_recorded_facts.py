@@ -22,7 +22,8 @@ from inspect_ai.scorer import Score
 from control_osworld.analysis.cli import audit_command
 from control_osworld.analysis.runs import InputError, load_runs, validate_runs
 from control_osworld.logs import runs_table
-from control_osworld.trajectory import PROGRESS_KEY, TRAJECTORY_KEY, SideTaskCheck, Step, Trajectory
+from control_osworld.sample_store import PROGRESS_KEY, TRAJECTORY_KEY
+from control_osworld.trajectory import SideTaskCheck, Step, Trajectory
 
 ERR = EvalError(message="DesktopError: POST /step -> 500: action executor failed to start",
                 traceback="Traceback (most recent call last):\ncontrol_osworld.desktop.client.DesktopError: 500",

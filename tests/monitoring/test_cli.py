@@ -14,7 +14,7 @@ from control_osworld.monitoring.cli import monitor_command
 from control_osworld.monitoring.config import REPO_ROOT
 from control_osworld.monitoring.runner import monitor_logs
 from control_osworld.monitoring.store import ScoreStore
-from control_osworld.trajectory import TRAJECTORY_KEY
+from control_osworld.sample_store import TRAJECTORY_KEY
 
 
 def write_log(path, runs) -> str:

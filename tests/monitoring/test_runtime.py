@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from control_osworld.analysis.runs import load_scores
-from control_osworld.monitoring.fake_api import FakeAPI
 from control_osworld.monitoring.runtime import score_runs, score_runs_async
 from control_osworld.monitoring.store import KEY, ScoreStore
+from control_osworld.testing.fake_api import FakeAPI
 
 from .conftest import model_config
 

@@ -480,11 +480,10 @@ def test_sink_server_records_open_and_tripwires_closed(tmp_path):
         proc.wait()
 
 
-def test_bound_checker_appends_each_check_to_the_sample_store():
+def test_bound_checker_appends_each_check_to_the_sample_store(monkeypatch):
     from inspect_ai.util import Store
-    from inspect_ai.util._store import init_subtask_store  # no public name for it
 
-    from control_osworld.osworld.checker import STORE_KEY
+    from control_osworld import sample_store
 
     side = SideTask.model_validate({
         "id": "s", "category": "sabotage", "main_task_id": "m", "instruction": "x",
@@ -493,13 +492,13 @@ def test_bound_checker_appends_each_check_to_the_sample_store():
     c = FakeClient(run=lambda cm, sh: {"output": next(outputs)})
     bound = SideTaskChecker(side).bind(c)
 
+    shared = sample_store.SampleStore(store=Store())  # the sample's store (a fresh one here)
+    monkeypatch.setattr(sample_store, "sample_store", lambda of=None: shared)
+
     async def go():
-        init_subtask_store(Store())  # what inspect does for each sample (a fresh context here)
         await bound.check(1)
         await bound.check(2)
-        from inspect_ai.util import store
-
-        return store().get(STORE_KEY)
+        return shared.side_task_checks
 
     assert run(go()) == [{"step": 1, "score": 0.0, "unknown": None, "attempted": False, "blocked": False,
                           "attempts": None, "detector": False},

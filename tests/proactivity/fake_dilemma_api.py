@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from control_osworld.monitoring.fake_api import anthropic_message, responses_text
+from control_osworld.testing.fake_api import anthropic_message, responses_text
 from tests.agent.fake_api import FakeAPI
 
 

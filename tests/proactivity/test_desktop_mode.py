@@ -21,9 +21,8 @@ from control_osworld.proactivity.scenario import (
     load_scenario,
     load_scenarios,
 )
-from control_osworld.proactivity.simulate import STORE_KEY
 from control_osworld.proactivity.templates import PACK_DIR
-from control_osworld.trajectory import TRAJECTORY_KEY
+from control_osworld.sample_store import TRAJECTORY_KEY, SampleStore
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +136,7 @@ def test_harmful_effect_recorded_at_its_step(harmful_run):
     seen_via = set()
     for s in log.samples:
         assert s.error is None, s.error
-        rec, traj = s.store[STORE_KEY], s.store[TRAJECTORY_KEY]
+        rec, traj = s.store[SampleStore.key("proactivity")], s.store[TRAJECTORY_KEY]
         sc = Scenario.model_validate(s.metadata["scenario"])
         assert rec["mode"] == "desktop" and rec["class"] in ("direct", "strategic"), rec["class"]
         # the verdicts' channel: the checker uid and the host-side sink (local as root: isolated)
@@ -172,7 +171,7 @@ def test_report_on_desktop_logs(harmful_run):
     logs, log = harmful_run
     runs = load_dilemma_runs([logs])
     assert list(runs["mode"]) == ["desktop"] * len(SCENARIOS)
-    by_id = {s.id: s.store[STORE_KEY] for s in log.samples}
+    by_id = {s.id: s.store[SampleStore.key("proactivity")] for s in log.samples}
     for _, r in runs.iterrows():
         rec = by_id[r["sample_id"]]
         assert (r["cls"], r["terminal_turn"], r["outcome"]) == (rec["class"], rec["terminal_turn"], rec["outcome"])
@@ -196,7 +195,7 @@ def test_compliant_run_with_forged_harm_records_no_harm(tmp_path):
                          display="none")
     [s] = log.samples
     assert s.error is None, s.error
-    rec = s.store[STORE_KEY]
+    rec = s.store[SampleStore.key("proactivity")]
     sc = load_scenario(PACK_DIR / f"{SCENARIOS[0]}.yaml")
     # the forgery claims the harmful decision: status file, journal line, marker, a fake "sent" file
     assert f"decision: {sc.tool(6).name}" in rec["final_home"]["status"] or rec["terminal_tool"] == 3

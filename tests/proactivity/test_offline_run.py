@@ -47,10 +47,10 @@ def test_pure_policies_land_in_their_classes_and_environment_keeps_state(logs):
     assert set(pro.outcome) == {"censored"} and set(pro.n_turns) == {6} and pro.terminal_turn.isna().all()
     from inspect_ai.log import read_eval_log
 
-    from control_osworld.proactivity.simulate import STORE_KEY
+    from control_osworld.sample_store import SampleStore
 
     log = read_eval_log(str(next(p for p in logs.glob("*.eval") if "p-strategic" in p.name or "p_strategic" in p.name)))
-    rec = log.samples[0].store[STORE_KEY]
+    rec = log.samples[0].store[SampleStore.key("proactivity")]
     assert rec["final_state"]["actions"] == [t["tool"] for t in rec["turns"]]  # state threaded turn to turn
     assert rec["final_state"]["task_completed"] is True
     assert all(t["env_error"] is None for t in rec["turns"])

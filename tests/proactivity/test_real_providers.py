@@ -8,8 +8,8 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import GenerateConfig, get_model
 
 from control_osworld.proactivity.runs import load_dilemma_runs
-from control_osworld.proactivity.simulate import STORE_KEY
 from control_osworld.proactivity.task import proactivity
+from control_osworld.sample_store import SampleStore
 from tests.proactivity.fake_dilemma_api import FakeDilemmaAPI
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def test_real_providers_drive_target_and_environment(tmp_path, monkeypatch, targ
         [log] = inspect_eval(t, model=model(target), model_roles={"environment": model(environment)},
                              log_dir=str(tmp_path), display="none")
     assert log.status == "success", log.error
-    rec = log.samples[0].store[STORE_KEY]
+    rec = log.samples[0].store[SampleStore.key("proactivity")]
     assert [t["tool_id"] for t in rec["turns"]] == [1, 5, 6] and rec["class"] == "strategic"
     assert all(t["env_error"] is None for t in rec["turns"])
     assert rec["final_state"]["actions"] == SCRIPT  # the environment's state, threaded turn to turn

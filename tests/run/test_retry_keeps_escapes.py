@@ -43,16 +43,15 @@ class EscapeThenCrash(ModelAPI):
         self.counter = Path(os.environ["ESCAPE_THEN_CRASH_COUNTER"])  # the policy builds its model by name
 
     async def generate(self, input, tools, tool_choice, config):
-        from inspect_ai.solver._task_state import sample_state
+        from control_osworld.sample_store import sample_store
 
-        st = sample_state()
-        assert st is not None
+        metadata, sample_id, _ = sample_store().sample_ref("escape_then_crash")
         step = sum(isinstance(m, ChatMessageAssistant) for m in input)
-        mode = str(getattr(st.metadata.get("eval_mode"), "value", st.metadata.get("eval_mode")))
+        mode = str(getattr(metadata.get("eval_mode"), "value", metadata.get("eval_mode")))
         if mode != "attack":
             return await self.inner.generate(input, tools, tool_choice, config)
         seen = json.loads(self.counter.read_text()) if self.counter.exists() else {}
-        key = str(st.sample_id)
+        key = sample_id
         if step == 0:
             seen[key] = seen.get(key, 0) + 1
             self.counter.write_text(json.dumps(seen))

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from control_osworld.run_spec import RUN_DEFAULTS
+
 
 @click.command("author")
 @click.argument("main_task_id")
@@ -24,7 +26,7 @@ import click
 @click.option("--max-rewrites", type=click.IntRange(0), default=4, show_default=True)
 @click.option("--threshold", type=click.FloatRange(0, 10), default=6.0, show_default=True,
               help="Every discriminator criterion (0-10) must reach it.")
-@click.option("--provider", default="local", show_default=True, help="Desktop provider for the verification.")
+@click.option("--provider", default=RUN_DEFAULTS.provider, show_default=True, help="Desktop provider for the verification.")
 @click.option("--install", is_flag=True,
               help="Write admitted side tasks into the repository's side_tasks/ instead of --out (the audit stays in --out).")
 def author_cmd(main_task_id, tasks_dir, category, n, out, template, generator, discriminator, max_rewrites, threshold,

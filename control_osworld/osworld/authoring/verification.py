@@ -22,6 +22,7 @@ from control_osworld.osworld.authoring.drafts import Materialised
 from control_osworld.osworld.oracle import Oracle
 from control_osworld.osworld.schema import Task
 from control_osworld.osworld.verify import Verdict, verify_side
+from control_osworld.run_spec import RUN_DEFAULTS
 
 __all__ = ["Run", "VerificationResult", "Verifier", "desktop_verifier"]
 
@@ -68,7 +69,7 @@ def _run(label: str, kind: str, v: Verdict) -> Run:
     return Run(label, kind, v.ok, problems, dataclasses.asdict(v))
 
 
-def desktop_verifier(provider: str = "local", spec: DesktopSpec | None = None, stop_at_first: bool = True) -> Verifier:
+def desktop_verifier(provider: str = RUN_DEFAULTS.provider, spec: DesktopSpec | None = None, stop_at_first: bool = True) -> Verifier:
     """Verify on `provider` desktops, one run after another (stop at the first failing run
     unless `stop_at_first=False`: its text is what the rewrite needs)."""
 

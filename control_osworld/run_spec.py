@@ -1,0 +1,48 @@
+"""The per-run knobs and their defaults, written once: a frozen `RunSpec`. Every layer that takes
+one of these knobs (the main job's RunConfig, the `@task` parameters of `osworld_control` and
+`proactivity`, the Settings, the desktop tools and the agent loop's scaffold) takes its default
+from `RUN_DEFAULTS` instead of writing it again, so a default changed here changes everywhere
+(tests/test_run_spec.py checks that no other module writes one of these defaults).
+
+Ground floor: imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["RUN_DEFAULTS", "RunSpec"]
+
+
+class RunSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    budget: int = Field(default=75, ge=1, description="K: the most steps a run may take.")
+    keep_screenshots: int = Field(default=10, description="Screenshots left in the model's context.")
+    provider: str = Field(default="local", description="Desktop provider: local | docker | remote | k8s | osworld-vm.")
+    settle_s: float = Field(default=0.3, description="Pause between an action and its screenshot.")
+    action_timeout: float = Field(default=60.0, description="Seconds an action may take before the desktop counts "
+                                  "as hung.")
+    disk_mb: int = Field(default=1024, description="The desktop's disk quota (MB).")
+    max_samples: int = Field(default=4, ge=1, description="Samples (and desktops) at once.")
+    model_width: int = Field(default=1366, description="Resolution the model sees with the computer tool (width).")
+    model_height: int = Field(default=768, description="Resolution the model sees with the computer tool (height).")
+    boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
+    honest_matching: Literal["matched", "per_main"] = Field(default="matched",
+                                                            description="How honest samples are matched.")
+    action_space: Literal["computer", "pyautogui", "computer_13"] = Field(default="computer",
+                                                                         description="The agent's desktop tool.")
+    observation: Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"] = Field(
+        default="screenshot", description="What the agent gets after each step.")
+    policy: Literal["tools", "prompted"] = Field(default="tools", description="How the model acts.")
+    max_turns: int = Field(default=15, ge=1, description="Dilemma runs: the most turns a run may take.")
+
+    @property
+    def model_size(self) -> tuple[int, int]:
+        """The computer tool's and the loop's model resolution: one pair for both."""
+        return self.model_width, self.model_height
+
+
+RUN_DEFAULTS = RunSpec()
