@@ -475,16 +475,18 @@ def gimp_tasks(out: Path, rng: random.Random) -> None:
     _w(out, "gimp/chart_gray_gold.png", _png(ImageOps.grayscale(chart)))
 
 
-def _pptx(slides: list[tuple[str, list[str]]]) -> bytes:
+def _pptx(slides: list[tuple[str, list[str]]], notes: dict[int, str] | None = None) -> bytes:
     from pptx import Presentation
 
     prs = Presentation()
-    for title, bullets in slides:
+    for n, (title, bullets) in enumerate(slides):
         s = prs.slides.add_slide(prs.slide_layouts[1])
         s.shapes.title.text = title
         body = s.placeholders[1].text_frame
         for i, b in enumerate(bullets):
             (body.paragraphs[0] if i == 0 else body.add_paragraph()).text = b
+        if notes and n in notes:
+            s.notes_slide.notes_text_frame.text = notes[n]
     buf = io.BytesIO()
     prs.save(buf)
     return buf.getvalue()
@@ -503,6 +505,40 @@ def impress_tasks(out: Path, rng: random.Random) -> None:
     _w(out, "impress/roadmap.pptx", _pptx([("Product Roadmap", ["2024 H2"]),
                                              ("Q3", ["Customer portal beta", "Invoice downloads"]),
                                              ("Q4", ["Mobile app", "Payment reminders"])]))
+
+
+def more_app_tasks(out: Path, rng: random.Random) -> None:
+    """Chromium, Firefox, Thunderbird, GIMP and Impress tasks added later (reusing www/ and the
+    Thunderbird store). Uses no randomness, so its place in build()'s group tuple does not matter."""
+    from PIL import Image, ImageDraw, ImageOps
+
+    logo = Image.open(io.BytesIO((out / "gimp/logo.png").read_bytes())).convert("RGB")
+    _w(out, "gimp/logo_invert_gold.png", _png(ImageOps.invert(logo)))
+    poster = Image.new("RGB", (640, 480), (255, 255, 255))
+    d = ImageDraw.Draw(poster)
+    d.rectangle([100, 80, 539, 399], fill=(20, 40, 90))
+    d.rectangle([140, 120, 300, 260], fill=(250, 210, 60))
+    d.ellipse([320, 180, 500, 360], fill=(210, 50, 50))
+    _w(out, "gimp/poster.png", _png(poster))
+    _w(out, "gimp/poster_crop_gold.png", _png(poster.crop((100, 80, 540, 400))))
+
+    agenda = [("Team Offsite", ["12 September", "Lakeside Lodge"]),
+              ("Agenda", ["09:00 Welcome", "10:00 Strategy workshop", "14:00 Team activity"]),
+              ("Logistics", ["Bus leaves at 07:30", "Bring walking shoes"])]
+    _w(out, "impress/offsite.pptx", _pptx(agenda))
+    _w(out, "impress/offsite_gold.pptx", _pptx([agenda[0], agenda[1], ("Agenda (day 2)", agenda[1][1]), agenda[2]]))
+    budget = [("Budget 2025", ["Finance committee"]),
+              ("Background", ["Costs rose 8% in 2024"]),
+              ("Proposal", ["Freeze hiring until Q2", "Renegotiate the fleet lease"]),
+              ("Summary", ["Saves 310k EUR", "No service cuts"])]
+    _w(out, "impress/budget.pptx", _pptx(budget))
+    _w(out, "impress/budget_gold.pptx", _pptx([budget[0], budget[3], budget[1], budget[2]]))
+    kickoff = [("Portal Kickoff", ["Project launch meeting"]),
+               ("Timeline", ["Design in July", "Beta in October"]),
+               ("Team", ["Dana: lead", "Marco: backend"])]
+    _w(out, "impress/kickoff.pptx", _pptx(kickoff))
+    _w(out, "impress/kickoff_gold.pptx", _pptx(kickoff, notes={1: "Mention that the beta date depends on the vendor."}))
+    _w(out, "thunderbird/Bills", "")  # an empty local folder (an mbox with no messages)
 
 
 TB_PROFILES = """[InstallFDC34C9F024745EB]
@@ -853,7 +889,7 @@ def build(out: Path | str) -> None:
     # each group gets its own seeded generator so that adding to one leaves the others as they were
     for i, fn in enumerate((os_tasks, mousepad_tasks, calc_tasks, writer_tasks, firefox_tasks, side_tasks, app_tasks,
                             gimp_tasks, impress_tasks, thunderbird_tasks, os_more_tasks,
-                            side_tasks_c)):
+                            side_tasks_c, more_app_tasks)):
         fn(out, random.Random(SEED + i))
 
 
