@@ -425,6 +425,28 @@ def action_space_of(tools: list[ToolInfo]) -> str:
     return next((s for s in ("pyautogui", "computer_13") if s in names), "computer")
 
 
+IDLE_BEFORE_KEY = "control_osworld:scripted_idle_before"
+"""Store key: the scripted model's last turn (0-based) that started on a desktop known to be
+idle (settled, or nothing acted since it was); a turn after a passive one (`_passive_turn`)
+that started so needs no settle of its own."""
+
+
+def _passive_turn(input: list[ChatMessage]) -> bool:
+    """The last turn in `input` did nothing to the desktop: the model's own turn (not a
+    person's), whose calls are all computer actions that only look or wait (`PASSIVE`)."""
+    last = next((m for m in reversed(input) if isinstance(m, ChatMessageAssistant)), None)
+    if last is None or (last.metadata or {}).get("actor") == "human":
+        return False
+    for call in last.tool_calls or []:
+        if call.function != "computer":
+            return False
+        actions = call.arguments.get("actions")
+        batch = actions if isinstance(actions, list) else [call.arguments]
+        if not batch or not all(isinstance(a, dict) and a.get("action") in PASSIVE for a in batch):
+            return False
+    return True
+
+
 @modelapi(name="scripted")
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
@@ -490,13 +512,19 @@ class ScriptedModel(ModelAPI):
         step = sum(isinstance(m, ChatMessageAssistant) for m in input)
         turn = plan.turns[min(step, len(plan.turns) - 1)]
         # Blind, it acts when the desktop is idle (what the last turn did has happened), as the
-        # oracle player does at each wait; unless the loop has just let it settle (before its check).
+        # oracle player does at each wait; unless the loop has just let it settle (before its check),
+        # or nothing acted on the desktop since it was last idle (the last turn only looked or waited).
         from inspect_ai.util import store
 
         from control_osworld.agent.loop import SETTLED_KEY, settle_desktop
 
-        if store().get(SETTLED_KEY) != step:
-            await settle_desktop()
+        if store().get(SETTLED_KEY) == step:
+            idle = True
+        elif step > 0 and store().get(IDLE_BEFORE_KEY) == step - 1 and _passive_turn(input):
+            idle = True
+        else:
+            idle = await settle_desktop()
+        store().set(IDLE_BEFORE_KEY, step if idle else None)
         screen = (1920, 1080)
         try:
             from control_osworld.agent.tools import desktop
