@@ -70,6 +70,8 @@ def test_ocr_results_travel_with_the_store(monkeypatch, tmp_path, runs):
         return f"text of {len(data)} bytes"
 
     monkeypatch.setattr(ocr, "tesseract", fake_tesseract)
+    # the read-ahead's batches (ocr.ocr_screens) go through the same fake, one call per image
+    monkeypatch.setattr(ocr, "tesseract_batch", lambda images: [fake_tesseract(d) for d in images])
     monkeypatch.setattr(ocr, "_MEMO", {})
     monkeypatch.setattr(ocr, "_KEPT", set())
     _fresh_user_cache(monkeypatch, tmp_path, "xdg-a")
