@@ -207,7 +207,10 @@ async def score_runs_async(
                        if i.config.model in OCR_JUDGES and "S" in i.inputs.split("+")]
             shots = {id(i.run): [d for d in i.run.images.values() if d[:8] == PNG_MAGIC] for i in reading}
             if shots:
-                await asyncio.to_thread(ocr_screens, [d for ds in shots.values() for d in ds])
+                try:
+                    await asyncio.to_thread(ocr_screens, [d for ds in shots.values() for d in ds])
+                except Exception:
+                    pass  # what could not be read ahead is read view by view (a failure: that row's error)
             await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
     finally:
         writer.flush()
