@@ -90,6 +90,10 @@ class RunConfig(BaseModel):
     """Each sample's desktop gets a view-only browser view while it runs (its URL in the progress
     log and the sample's store, `live_view_url`); control_osworld/desktop/liveview.py. `control`:
     the person's take-over page instead (agent/takeover.py; `takeover_url`)."""
+    log_realtime: bool | None = None
+    """inspect's realtime sample buffer (what `inspect view` shows of samples still running). None:
+    off when every pairing's model is the offline scripted one (nobody watches a scripted run live;
+    the buffer costs every step a write), else inspect's default (on). The finished logs are the same."""
     monitors: list[str] = Field(default_factory=list)
     """Monitor config files (monitors/*.yaml) run over the logs after the agents."""
     monitor_subsets: list[str] | Literal["all"] = "all"
@@ -97,6 +101,12 @@ class RunConfig(BaseModel):
     """Write the monitors' scores back into the .eval logs as inspect scores (inspect view, samples_df)."""
     report: bool = True
     seed: int = 0
+
+    def realtime_log(self) -> bool | None:
+        """`log_realtime` for inspect (None: inspect's default)."""
+        if self.log_realtime is not None:
+            return self.log_realtime
+        return False if all(p.untrusted_model.startswith("scripted/") for p in self.pairings) else None
 
     @classmethod
     def load(cls, path: str | Path) -> "RunConfig":
@@ -233,7 +243,7 @@ def _retry_errored(out: Path, logs: list[str], cfg: RunConfig) -> list[str]:
             break
         print(f"[run] retrying errored samples of {len(errored)} log(s) in new logs", file=sys.stderr)
         retried = eval_retry(errored, log_dir=str(out), max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples,
-                             fail_on_error=False, retry_on_error=0)
+                             fail_on_error=False, retry_on_error=0, log_realtime=cfg.realtime_log())
         newest = {r.eval.task_id: _local_path(r.location) for r in retried}
         logs = [newest.get(read_eval_log(p, header_only=True).eval.task_id, p) for p in logs]
     return logs
@@ -253,6 +263,7 @@ def _stages(cfg: RunConfig, out: Path, skip_agents: bool) -> None:
                 tasks, log_dir=str(out), retry_attempts=cfg.retry_attempts, max_tasks=2,
                 max_samples=cfg.max_samples, max_sandboxes=cfg.max_samples, epochs=cfg.epochs,
                 fail_on_error=False, retry_on_error=0, retry_cleanup=False, log_dir_allow_dirty=True,
+                log_realtime=cfg.realtime_log(),
             )
             logs = _retry_errored(out, [_local_path(log.location) for log in eval_logs], cfg)
         _set_aside_superseded(out, {t.name for t in tasks}, logs)

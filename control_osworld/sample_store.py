@@ -13,6 +13,8 @@ inspect names them: `<class>:<field>`), so logs written before this module read 
 - `submitted`: `done` | `infeasible` set by a tool that ends the run as a submit (OSWorld's DONE/FAIL);
 - `ending`: `completed` | `stopped` set by a tool that ends the run (the dilemma's terminal tools);
 - `settled_step`: the step after whose actions the loop last let the desktop settle;
+- `scripted_idle_before`: the scripted model's last turn (0-based) that started on a desktop known
+  to be idle (settled, or nothing acted since it was): a passive turn after it needs no settle;
 - `som_marks`: the centres of the last set-of-marks observation (pyautogui's `tag_<i>`);
 - `side_task_checks`, `side_task_baseline`: the per-step side-task checks and the checker's baselines;
 - `proactivity`, `proactivity_effects`, `proactivity_generation`: the dilemma family's records;
@@ -48,6 +50,7 @@ class control_osworld(StoreModel):  # the class name is the keys' namespace: `co
     submitted: str | None = None
     ending: str | None = None
     settled_step: int | None = None
+    scripted_idle_before: int | None = None
     som_marks: list[Any] | None = None
     side_task_checks: list[Any] = Field(default_factory=list)
     side_task_baseline: dict[str, Any] | None = None

@@ -48,13 +48,18 @@ def make_tasks(root: Path, steps: int) -> tuple[Path, Path]:
     return tasks, sides
 
 
-def episode_rates(log_path: str) -> tuple[float, int, float]:
-    """(aggregate steps/s, total steps, per-sample median steps/s) of a log."""
+def episode_rates(log_path: str) -> tuple[float, int, float, float]:
+    """(aggregate steps/s, total steps, per-sample median steps/s, median model-call ms) of a log.
+    The model call's own time is the scripted model's: its wait for an idle desktop before each
+    turn (agent/scripted.py: what it needs to play the same under load), not the loop's."""
     log = read_eval_log(log_path)
-    spans, total, starts, ends = [], 0, [], []
+    spans, total, starts, ends, model_ms = [], 0, [], [], []
     for s in log.samples:
         # One model call per step: the rate is the intervals between the first and the last.
-        models = sorted(e.timestamp for e in s.events if e.event == "model")
+        events = sorted((e for e in s.events if e.event == "model"), key=lambda e: e.timestamp)
+        models = [e.timestamp for e in events]
+        # the calls between the first and the last call's start (the intervals measured)
+        model_ms += [(e.completed - e.timestamp).total_seconds() * 1000 for e in events[:-1] if e.completed]
         steps = len(models) - 1
         t0, t1 = models[0], models[-1]
         spans.append(steps / (t1 - t0).total_seconds())
@@ -62,14 +67,15 @@ def episode_rates(log_path: str) -> tuple[float, int, float]:
         starts.append(t0)
         ends.append(t1)
     wall = (max(ends) - min(starts)).total_seconds()
-    return total / wall, total, statistics.median(spans)
+    return total / wall, total, statistics.median(spans), statistics.mean(model_ms) if model_ms else 0.0
 
 
-def run_episode(tasks: Path, sides: Path, samples: int, log_dir: str) -> str:
+def run_episode(tasks: Path, sides: Path, samples: int, log_dir: str, realtime: bool = False) -> str:
     task = osworld_control(mode="honest", tasks_dir=str(tasks), side_tasks_dir=str(sides), settle_s=0.0,
                            epochs=samples, max_samples=samples, honest_matching="per_main")  # no side tasks here
     [log] = inspect_eval(task, model="scripted/oracle", model_args={"vary": False}, log_dir=log_dir,
-                         display="none", max_samples=samples, max_sandboxes=samples)
+                         display="none", max_samples=samples, max_sandboxes=samples,
+                         log_realtime=realtime)  # off, as the offline main job runs (RunConfig.realtime_log)
     assert log.status == "success", log.error
     return log.location
 
@@ -93,24 +99,32 @@ def bare_rate(steps: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--log-realtime", action="store_true",
+                    help="inspect's realtime sample buffer on (inspect's default; the offline main job turns it off)")
+    ap.add_argument("--parallel", default="4,8", help="numbers of samples at once after the single one "
+                    "(comma-separated; empty: only the single sample)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-loop-") as tmp:
         tasks, sides = make_tasks(Path(tmp), args.steps)
         desktop = bare_rate(args.steps)
         print(f"bare desktop: {desktop:.1f} steps/s ({1000 / desktop:.1f} ms/step: action + PNG screenshot)")
         figures = {"desktop_steps_per_s": round(desktop, 2)}
-        for n in (1, 4, 8):
-            path = run_episode(tasks, sides, n, str(Path(tmp) / f"logs{n}"))
-            agg, total, per_sample = episode_rates(path)
+        for n in [1, *(int(x) for x in args.parallel.split(",") if x.strip())]:
+            path = run_episode(tasks, sides, n, str(Path(tmp) / f"logs{n}"), realtime=args.log_realtime)
+            agg, total, per_sample, model_ms = episode_rates(path)
             print(f"{n} sample(s) at once: {agg:.1f} steps/s in all ({total} steps), "
                   f"{per_sample:.1f} steps/s per sample")
             if n == 1:
                 figures["loop_steps_per_s"] = round(per_sample, 2)
                 figures["loop_overhead_ms_per_step"] = round(1000 / per_sample - 1000 / desktop, 2)
+                figures["model_call_ms_per_step"] = round(model_ms, 2)
+                figures["loop_overhead_ex_model_ms_per_step"] = round(1000 / per_sample - 1000 / desktop - model_ms, 2)
             else:
                 figures[f"loop_steps_per_s_{n}_parallel"] = round(agg, 2)
         print(f"loop overhead: {figures['loop_overhead_ms_per_step']} ms per step "
-              f"(model call, tool dispatch, screenshot resize for the model, step record, log)")
+              f"(model call, tool dispatch, screenshot resize for the model, step record, log); "
+              f"of which the model call (the scripted model's settle) {figures['model_call_ms_per_step']} ms: "
+              f"{figures['loop_overhead_ex_model_ms_per_step']} ms without it")
     print(json.dumps(figures))
 
 

@@ -115,7 +115,8 @@ def run_setting(cfg: RunConfig, n: int, per_task: int, log_dir: Path) -> dict:
     with Sampler() as s:
         t0 = time.monotonic()
         logs = inspect_eval(tasks, log_dir=str(log_dir), max_tasks=len(tasks), max_samples=n, max_sandboxes=n,
-                            display="none", fail_on_error=False, epochs=1)
+                            display="none", fail_on_error=False, epochs=1,
+                            log_realtime=cfg.realtime_log())  # as the main job runs them
         wall = time.monotonic() - t0
     ok = errored = 0
     for log in logs:
@@ -141,7 +142,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         warm = build_tasks(cfg)[:1]
         warm[0].dataset = warm[0].dataset[:1]
-        inspect_eval(warm, log_dir=str(Path(tmp) / "warmup"), display="none", fail_on_error=False)
+        inspect_eval(warm, log_dir=str(Path(tmp) / "warmup"), display="none", fail_on_error=False,
+                     log_realtime=cfg.realtime_log())
         for n in [int(x) for x in args.desktops.split(",")]:
             r = run_setting(cfg, n, args.per_task, Path(tmp) / f"n{n}")
             results[n] = r

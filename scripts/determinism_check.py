@@ -7,7 +7,7 @@ The two runs tables (`<log_dir>/runs.parquet`) are matched on (eval_mode, sample
 untrusted_model, attack_prompt) and compared on every column that must not depend on timing:
 all of them but `EXCLUDED` (paths, ids made at run time, free-text error messages, retry
 counts), plus `step_verdicts`, each run's per-step side-task checks read from its log. When
-both runs scored with monitors, the score stores are compared too, per (run,
+both runs scored with monitors, the score stores are compared too, per (run: eval_mode, sample, epoch;
 step, monitor, inputs) on `score`. Prints each differing run (its columns, both values), then
 one JSON line: `runs`, `differing_runs`, `columns_compared`, `excluded_columns`, `only_in_one`
 (runs one table lacks) and, when there are scores, `score_rows`, `differing_scores` and
@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 KEY = ["eval_mode", "sample_id", "epoch", "untrusted_model", "attack_prompt"]
 """What names one run in both tables."""
 EXCLUDED = {
+    "seconds": "the run's wall time: how fast the machine was, not what the run did",
     "log": "the .eval file's path (a timestamp and a random id in its name)",
     "escape_log": "a path, as `log`",
     "run_id": "made of the log's path",
@@ -47,7 +48,10 @@ EXCLUDED = {
     "model_retries": "the model API's retries (rate limits, timeouts)",
 }
 """Runs-table columns that may differ between two runs of one seed, and why."""
-SCORE_KEY = ["sample_id", "epoch", "mode", "step", "monitor", "inputs", "config_hash"]
+SCORE_KEY = ["eval_mode", "sample_id", "epoch", "mode", "step", "monitor", "inputs", "config_hash"]
+"""What names one score row in both stores; `eval_mode` comes from the runs table (by run_id):
+a matched honest run and its attack twin share sample id and epoch, and `mode` is the monitor's
+(independent, rolling), not the run's."""
 
 
 def _cli() -> str:
@@ -110,7 +114,7 @@ def compare_scores(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, Any]:
     """{score_rows, differing_scores, score_differences}: the monitors' scores per (sample,
     epoch, mode, step, monitor, inputs, config hash); a row only one store has differs."""
     def index(t: pd.DataFrame) -> dict[tuple, Any]:
-        return {tuple(_norm(r[k]) for k in SCORE_KEY): _norm(r["score"]) for r in t.to_dict("records")}
+        return {tuple(_norm(r.get(k)) for k in SCORE_KEY): _norm(r["score"]) for r in t.to_dict("records")}
 
     ia, ib = index(a), index(b)
     keys = sorted(set(ia) | set(ib), key=lambda k: tuple(str(x) for x in k))
@@ -132,6 +136,11 @@ def _scores(log_dir: Path) -> pd.DataFrame | None:
     from control_osworld.monitoring.store import ScoreStore
 
     df = ScoreStore(log_dir / "scores").read()
+    runs = log_dir / "runs.parquet"
+    if not df.empty and runs.exists():
+        # a matched honest run and its attack twin share their sample id: the run's mode tells them apart
+        modes = pd.read_parquet(runs, columns=["run_id", "eval_mode"])
+        df = df.merge(modes, on="run_id", how="left")
     return df if not df.empty else None
 
 

@@ -106,3 +106,24 @@ def test_step_verdicts_are_added_only_when_the_logs_are_there():
     m = _mod()
     t = pd.DataFrame([_row("s1", "honest")])  # its log path does not exist
     assert "step_verdicts" not in m.with_step_verdicts(t).columns
+
+
+def test_scores_of_an_honest_run_and_its_attack_twin_are_kept_apart(tmp_path):
+    """They share sample id and epoch (matched twins): the runs table's eval_mode (by run_id)
+    tells their rows apart, whatever order the stores keep them in."""
+    m = _mod()
+    key = {"sample_id": "s1", "epoch": 1, "mode": "independent", "step": 3, "monitor": "rules", "inputs": "S",
+           "config_hash": "h"}
+    honest, attack = key | {"eval_mode": "honest", "score": 0.0}, key | {"eval_mode": "attack", "score": 30.0}
+    r = m.compare_scores(pd.DataFrame([honest, attack]), pd.DataFrame([attack, honest]))
+    assert r["score_rows"] == 2 and r["differing_scores"] == 0
+    r = m.compare_scores(pd.DataFrame([honest, attack]), pd.DataFrame([attack, honest | {"score": 30.0}]))
+    assert [d["key"]["eval_mode"] for d in r["score_differences"]] == ["honest"]
+
+
+def test_the_runs_wall_time_is_not_compared():
+    m = _mod()
+    a = pd.DataFrame([_row("s1", "honest", seconds=12.5)])
+    b = pd.DataFrame([_row("s1", "honest", seconds=30.1)])
+    r = m.compare_runs(a, b)
+    assert "seconds" in m.EXCLUDED and r["differing_runs"] == 0

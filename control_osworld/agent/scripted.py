@@ -426,6 +426,22 @@ def action_space_of(tools: list[ToolInfo]) -> str:
     return next((s for s in ("pyautogui", "computer_13") if s in names), "computer")
 
 
+def _passive_turn(input: list[ChatMessage]) -> bool:
+    """The last turn in `input` did nothing to the desktop: the model's own turn (not a
+    person's), whose calls are all computer actions that only look or wait (`PASSIVE`)."""
+    last = next((m for m in reversed(input) if isinstance(m, ChatMessageAssistant)), None)
+    if last is None or (last.metadata or {}).get("actor") == "human":
+        return False
+    for call in last.tool_calls or []:
+        if call.function != "computer":
+            return False
+        actions = call.arguments.get("actions")
+        batch = actions if isinstance(actions, list) else [call.arguments]
+        if not batch or not all(isinstance(a, dict) and a.get("action") in PASSIVE for a in batch):
+            return False
+    return True
+
+
 @modelapi(name="scripted")
 class ScriptedModel(ModelAPI):
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
@@ -492,9 +508,15 @@ class ScriptedModel(ModelAPI):
         step = sum(isinstance(m, ChatMessageAssistant) for m in input)
         turn = plan.turns[min(step, len(plan.turns) - 1)]
         # Blind, it acts when the desktop is idle (what the last turn did has happened), as the
-        # oracle player does at each wait; unless the loop has just let it settle (before its check).
-        if shared.settled_step != step:
-            await settle_desktop()
+        # oracle player does at each wait; unless the loop has just let it settle (before its check),
+        # or nothing acted on the desktop since it was last idle (the last turn only looked or waited).
+        if shared.settled_step == step:
+            idle = True
+        elif step > 0 and shared.scripted_idle_before == step - 1 and _passive_turn(input):
+            idle = True
+        else:
+            idle = await settle_desktop()
+        shared.scripted_idle_before = step if idle else None
         screen = (1920, 1080)
         try:
             from control_osworld.agent.tools import desktop

@@ -26,7 +26,8 @@ from typing import Iterator
 
 from .cache import FileLayers, default_cache_dir
 
-__all__ = ["OcrError", "caching_beside", "ocr_text", "ocr_screen", "prepare_screen", "tesseract", "tesseract_available", "SCREEN_SCALE"]
+__all__ = ["OcrError", "caching_beside", "ocr_text", "ocr_screen", "ocr_screens", "prepare_screen", "tesseract",
+           "tesseract_batch", "tesseract_available", "SCREEN_SCALE"]
 
 _TIMEOUT_S = 60
 SCREEN_SCALE = 2.0
@@ -69,20 +70,55 @@ def _layers() -> FileLayers:
 _MEMO: dict[str, str] = {}  # digest -> text; texts are small, images are not kept
 
 
+_ARGS = ["-l", "eng", "--psm", "4"]
+# psm 4 (one column of lines) reads terminal and editor screens whole; the default (3) splits
+# prompts from commands. One OpenMP thread per call: we parallelise across images, and
+# tesseract's own threads would oversubscribe a small machine.
+_ENV = {"OMP_THREAD_LIMIT": "1"}
+
+
 def tesseract(data: bytes) -> str:
     """tesseract's text for one image (PNG or JPEG bytes), uncached."""
     if not tesseract_available():
         raise OcrError("tesseract is not installed (Debian: apt-get install tesseract-ocr)")
-    # psm 4 (one column of lines) reads terminal and editor screens whole; the default (3)
-    # splits prompts from commands. One OpenMP thread per call: we parallelise across
-    # images, and tesseract's own threads would oversubscribe a small machine.
-    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     with _SLOTS:
-        proc = subprocess.run(["tesseract", "stdin", "stdout", "-l", "eng", "--psm", "4"], input=data,
-                              capture_output=True, timeout=_TIMEOUT_S, env=env)
+        proc = subprocess.run(["tesseract", "stdin", "stdout", *_ARGS], input=data,
+                              capture_output=True, timeout=_TIMEOUT_S, env={**os.environ, **_ENV})
     if proc.returncode != 0:
         raise OcrError(f"tesseract failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:300]}")
     return proc.stdout.decode(errors="replace")
+
+
+BATCH = 12
+"""Images per tesseract process in `ocr_screens` (scripts/bench_ocr_batch.py)."""
+
+
+def tesseract_batch(images: list[bytes]) -> list[str] | None:
+    """tesseract's text for each image (PNG), read by one tesseract process (its list-file
+    input: the language model is loaded once, not once per image). Each page's text is what
+    `tesseract` reads in that image alone (scripts/bench_ocr_batch.py checks it on a run's
+    screenshots); None when the output cannot be split into one text per image (the caller
+    then reads them one by one)."""
+    import tempfile
+
+    if not tesseract_available():
+        raise OcrError("tesseract is not installed (Debian: apt-get install tesseract-ocr)")
+    with tempfile.TemporaryDirectory(prefix="control-osworld-ocr-") as tmp:
+        names = []
+        for i, data in enumerate(images):
+            name = os.path.join(tmp, f"{i:05d}.png")
+            Path(name).write_bytes(data)
+            names.append(name)
+        listing = os.path.join(tmp, "images.txt")
+        Path(listing).write_text("".join(n + "\n" for n in names))
+        with _SLOTS:
+            proc = subprocess.run(["tesseract", listing, "stdout", *_ARGS], capture_output=True,
+                                  timeout=_TIMEOUT_S * max(1, len(images)), env={**os.environ, **_ENV})
+    if proc.returncode != 0:
+        return None
+    # the text renderer puts a form feed (its page_separator) between pages
+    pages = proc.stdout.decode(errors="replace").split("\f")
+    return pages if len(pages) == len(images) else None
 
 
 _TILE = 24  # px of the stored screenshot: well above a glyph, well below a window
@@ -179,8 +215,44 @@ def ocr_text(data: bytes) -> str:
     return _ocr_by_hash(hashlib.sha256(data).hexdigest(), data)
 
 
+def _screen_digest(data: bytes, scale: float) -> str:
+    return hashlib.sha256(data + f"|screen|{scale:g}".encode()).hexdigest()
+
+
 def ocr_screen(data: bytes, scale: float = SCREEN_SCALE) -> str:
     """The text of a stored screenshot, read at a legible size (``prepare_screen``); cached per
     screenshot and scale, so one screenshot is OCR'd once however many views show it."""
-    digest = hashlib.sha256(data + f"|screen|{scale:g}".encode()).hexdigest()
-    return _ocr_by_hash(digest, data, lambda d: prepare_screen(d, scale))
+    return _ocr_by_hash(_screen_digest(data, scale), data, lambda d: prepare_screen(d, scale))
+
+
+def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = BATCH) -> int:
+    """Read every screenshot of `screens` that no cache knows yet ahead of `ocr_screen`, `batch`
+    images per tesseract process (`tesseract_batch`), the batches on all cores: the same texts,
+    without loading tesseract's model once per image. Returns how many screenshots were read.
+    A batch whose output cannot be split is read image by image, as `ocr_screen` would."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo: dict[str, bytes] = {}
+    for data in screens:
+        digest = _screen_digest(data, scale)
+        if digest not in todo and _memo(digest) is None:
+            cached = _layers().read(digest)
+            if cached is not None:
+                _MEMO[digest] = cached
+            else:
+                todo[digest] = data
+    items = list(todo.items())
+    layers = _layers()  # read here: the worker threads do not see this context's store cache
+
+    def run(chunk: list[tuple[str, bytes]]) -> None:
+        texts = tesseract_batch([prepare_screen(d, scale) for _, d in chunk])
+        if texts is None:
+            texts = [tesseract(prepare_screen(d, scale)) for _, d in chunk]
+        for (digest, _), text in zip(chunk, texts):
+            layers.write(digest, text)
+            _MEMO[digest] = text
+
+    chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
+    with ThreadPoolExecutor(max(1, min(len(chunks), os.cpu_count() or 2))) as pool:
+        list(pool.map(run, chunks))
+    return len(items)

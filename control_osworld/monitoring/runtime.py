@@ -23,11 +23,15 @@ from . import learned as learned_mod
 from .cache import ReplyCache, beside_store
 from .config import MonitorConfig, parse_subsets
 from .judges import ModelJudge, ScoreOutcome, score_view, view_texts
-from .ocr import caching_beside
+from .ocr import caching_beside, ocr_screens
 from .store import ScoreStore
 from .views import render
 
 __all__ = ["score_runs", "score_runs_async"]
+
+OCR_JUDGES = ("offline/rules", "offline/learned")
+"""Offline judges that read S through OCR (judges.view_texts)."""
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 # ----------------------------------------------------------------------------- batch
@@ -197,6 +201,16 @@ async def score_runs_async(
 
     try:
         with caching_beside(beside_store(store) / "ocr"):  # the tasks gather starts copy this context
+            # the screenshots offline judges will OCR, read ahead in batches (ocr.ocr_screens):
+            # the same texts, one tesseract start per batch instead of one per screenshot
+            reading = [i for i in [*singles, *(i for b in batches.values() for i in b)]
+                       if i.config.model in OCR_JUDGES and "S" in i.inputs.split("+")]
+            shots = {id(i.run): [d for d in i.run.images.values() if d[:8] == PNG_MAGIC] for i in reading}
+            if shots:
+                try:
+                    await asyncio.to_thread(ocr_screens, [d for ds in shots.values() for d in ds])
+                except Exception:
+                    pass  # what could not be read ahead is read view by view (a failure: that row's error)
             await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
     finally:
         writer.flush()

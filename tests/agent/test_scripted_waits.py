@@ -71,7 +71,7 @@ def test_the_scripted_model_waits_for_an_idle_desktop_unless_the_loop_just_did(m
     """generate: one settle per turn, skipped when the loop settled after the last step."""
     import asyncio
 
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, GenerateConfig
+    from inspect_ai.model import ChatMessageUser, GenerateConfig
 
     from control_osworld.agent import scripted
 
@@ -92,10 +92,73 @@ def test_the_scripted_model_waits_for_an_idle_desktop_unless_the_loop_just_did(m
     history: list = [ChatMessageUser(content="go")]
     asyncio.run(model.generate(history, [], "auto", GenerateConfig()))  # the first turn: settle
     assert len(calls) == 1
-    history.append(ChatMessageAssistant(content="a"))
+    history.append(_turn("a", "left_click"))
     shared.settled_step = 1  # the loop settled after step 1 (before its check)
     asyncio.run(model.generate(history, [], "auto", GenerateConfig()))
     assert len(calls) == 1
-    history.append(ChatMessageAssistant(content="b"))  # no check after step 2 (an honest run)
+    history.append(_turn("b", "key"))  # no check after step 2 (an honest run)
     asyncio.run(model.generate(history, [], "auto", GenerateConfig()))
     assert len(calls) == 2
+
+
+def _turn(text: str, *actions: str, human: bool = False):
+    from inspect_ai.model import ChatMessageAssistant
+    from inspect_ai.tool import ToolCall
+
+    args = ({"action": actions[0]} if len(actions) == 1 else
+            {"actions": [{"action": a} for a in actions]})
+    return ChatMessageAssistant(content=text, tool_calls=[ToolCall(id="c", function="computer", arguments=args)],
+                                metadata={"actor": "human"} if human else None)
+
+
+def test_a_turn_after_one_that_only_looked_or_waited_on_an_idle_desktop_needs_no_settle(monkeypatch):
+    """Nothing acted on the desktop since it was last idle: the next turn starts at once. Any
+    acting call (in a batch too), a person's turn, or a settle that found the desktop busy
+    brings the settle back."""
+    import asyncio
+
+    from inspect_ai.model import ChatMessageUser, GenerateConfig
+
+    from control_osworld.agent import scripted
+
+    busy = {"now": False}
+    calls: list[int] = []
+
+    async def settle(max_s: float = loop.SETTLE_MAX_S) -> bool:
+        calls.append(1)
+        return not busy["now"]
+
+    shared = sample_store.SampleStore(store=Store())
+    shared.sample = {"id": "s", "epoch": 1, "metadata": {}}
+
+    model = scripted.ScriptedModel("oracle")
+    monkeypatch.setattr(loop, "settle_desktop", settle)
+    monkeypatch.setattr(model, "plan_for", lambda *a: scripted.Plan([scripted.Turn(calls=[_c("screenshot")])]))
+    monkeypatch.setattr(sample_store, "sample_store", lambda of=None: shared)
+    history: list = [ChatMessageUser(content="go")]
+
+    def play(turn) -> int:
+        if turn is not None:
+            history.append(turn)
+        before = len(calls)
+        asyncio.run(model.generate(history, [], "auto", GenerateConfig()))
+        return len(calls) - before
+
+    assert play(None) == 1  # the first turn settles
+    assert play(_turn("look", "screenshot")) == 0
+    assert play(_turn("wait", "wait", "zoom", "cursor_position")) == 0  # a passive batch
+    assert play(_turn("click", "left_click")) == 1
+    assert play(_turn("mixed", "screenshot", "key")) == 1  # one acting call in a batch
+    assert play(_turn("look", "screenshot", human=True)) == 1  # a person's turn: not the model's plan
+    busy["now"] = True
+    assert play(_turn("look", "screenshot")) == 0  # the last settle found it idle
+    assert play(_turn("click", "left_click")) == 1  # ... this one finds it busy
+    assert play(_turn("look", "screenshot")) == 1  # so the desktop is not known idle: settle again
+    busy["now"] = False
+    assert play(_turn("look", "screenshot")) == 1  # the last settle was busy: settle
+    assert play(_turn("look", "screenshot")) == 0
+    from inspect_ai.model import ChatMessageAssistant
+    from inspect_ai.tool import ToolCall
+
+    bash = ChatMessageAssistant(content="", tool_calls=[ToolCall(id="b", function="bash", arguments={"cmd": "ls"})])
+    assert play(bash) == 1  # any other tool may act

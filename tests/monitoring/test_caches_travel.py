@@ -70,6 +70,8 @@ def test_ocr_results_travel_with_the_store(monkeypatch, tmp_path, runs):
         return f"text of {len(data)} bytes"
 
     monkeypatch.setattr(ocr, "tesseract", fake_tesseract)
+    # the read-ahead's batches (ocr.ocr_screens) go through the same fake, one call per image
+    monkeypatch.setattr(ocr, "tesseract_batch", lambda images: [fake_tesseract(d) for d in images])
     monkeypatch.setattr(ocr, "_MEMO", {})
     monkeypatch.setattr(ocr, "_KEPT", set())
     _fresh_user_cache(monkeypatch, tmp_path, "xdg-a")
@@ -104,3 +106,25 @@ def test_file_layers_read_through_and_torn_files(tmp_path):
     assert layers.read("cd" + "1" * 62) is None  # unreadable reads as a miss
     with pytest.raises(ValueError):
         FileLayers([], ".txt")
+
+
+def test_a_read_ahead_that_fails_leaves_each_view_to_its_own_ocr(monkeypatch, tmp_path, runs):
+    """The batched read-ahead (ocr.ocr_screens) failing outright (tesseract missing, a crash)
+    stops nothing: each view reads its screenshots itself, and a view whose OCR fails is that
+    row's error, as without the read-ahead."""
+    def broken(images: list[bytes]) -> list[str]:
+        raise ocr.OcrError("tesseract is not installed")
+
+    def failing(data: bytes) -> str:
+        raise ocr.OcrError("tesseract is not installed")
+
+    monkeypatch.setattr(ocr, "tesseract_batch", broken)
+    monkeypatch.setattr(ocr, "tesseract", failing)
+    monkeypatch.setattr(ocr, "_MEMO", {})
+    monkeypatch.setattr(ocr, "_KEPT", set())
+    _fresh_user_cache(monkeypatch, tmp_path, "xdg-broken")
+    cfg = load_config("monitors/per_step_rules.yaml")
+    df = score_runs(runs[:1], [cfg], ["S", "A"], tmp_path / "scores", progress=False)
+    s_rows, a_rows = df[df["inputs"] == "S"], df[df["inputs"] == "A"]
+    assert len(s_rows) and s_rows["error"].str.contains("tesseract is not installed").all()
+    assert len(a_rows) and a_rows["error"].isna().all()

@@ -125,3 +125,13 @@ def test_live_view_reaches_every_samples_desktop(tmp_path):
         (task,) = build_tasks(RunConfig.load(p))
         sample = task.dataset[0]
         assert (sample.sandbox or task.sandbox).config.live_view is on
+
+
+def test_realtime_log_is_off_for_offline_scripted_runs_only(tmp_path):
+    """inspect's realtime sample buffer: off when every pairing is the scripted model, inspect's
+    default (None: on) when any real model runs, and what the config says when it says so."""
+    assert RunConfig.load(_config(tmp_path, GOOD)).realtime_log() is False
+    mixed = GOOD + "  - untrusted_model: anthropic/claude-sonnet-4-5\n"
+    assert RunConfig.load(_config(tmp_path, mixed)).realtime_log() is None
+    assert RunConfig.load(_config(tmp_path, GOOD + "log_realtime: true\n")).realtime_log() is True
+    assert RunConfig.load(_config(tmp_path, mixed + "log_realtime: false\n")).realtime_log() is False
