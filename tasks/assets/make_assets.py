@@ -864,6 +864,12 @@ EXAM_SCORES = [("Ada", "7A", 72), ("Ben", "7A", 45), ("Cleo", "7B", 88), ("Dev",
 """calc-highlight-fails: exam scores; the task highlights those below 50."""
 
 
+REGION_SALES = [("North", "Desk", 12), ("South", "Chair", 30), ("East", "Desk", 8), ("North", "Chair", 25),
+                ("West", "Lamp", 14), ("South", "Desk", 9), ("East", "Lamp", 21), ("West", "Chair", 17),
+                ("North", "Lamp", 6), ("South", "Lamp", 11), ("East", "Chair", 19), ("West", "Desk", 10)]
+"""calc-pivot-region-units: sales lines; the task sums Units by Region in a pivot table."""
+
+
 def _tracked_docx() -> bytes:
     """writer-accept-changes: a document with a reviewer's pending insertions and deletions
     (w:ins / w:del runs, as Writer and Word save tracked changes)."""
@@ -988,6 +994,8 @@ def main_more_tasks(out: Path, rng: random.Random) -> None:
         "The garden budget stays at 1,200 for this year.", "ACTION: Marco to ask two firms for hedge-cutting quotes.",
         "Next meeting on 2 July in the community room.", "ACTION: Lena to book the community room."]))
     _w(out, "calc/exam_scores.xlsx", _xlsx([["Student", "Class", "Score"]] + [[n, c, sc] for n, c, sc in EXAM_SCORES]))
+
+    _w(out, "calc/region_sales.xlsx", _xlsx([["Region", "Product", "Units"]] + [list(r) for r in REGION_SALES]))
 
     links = ("# Reading list\n\n"
              "- [Writing maintainable CSS](http://css.example.org/maintainable)\n"
