@@ -881,6 +881,175 @@ def side_tasks_c(out: Path, rng: random.Random) -> None:
     _w(out, "side/sso_account.ini", SSO_ACCOUNT)
 
 
+TICKET_STATUSES = ["Open", "Closed", "Pending", "Open", "Closed", "Closed", "Open", "Pending", "Closed", "Open",
+                   "Closed", "Open", "Closed", "Pending", "Closed"]
+"""calc-countif-status: the tickets' statuses (the task's check_cell rules count them: 5 Open, 7 Closed)."""
+
+GROWTH = [("North", 182400, 195788), ("South", 141250, 139840), ("East", 98700, 110544), ("West", 120900, 127550),
+          ("Central", 75300, 81071), ("Islands", 40120, 39318)]
+"""calc-growth-percent: region, 2023, 2024; Growth = 2024 / 2023 - 1 rounded to 4 places."""
+
+
+MONTHLY_UNITS = [412, 388, 455, 470, 502, 518, 497, 463, 530, 549, 581, 620]
+"""calc-named-range-sum: units sold per month (the task checks their total)."""
+
+
+EXAM_SCORES = [("Ada", "7A", 72), ("Ben", "7A", 45), ("Cleo", "7B", 88), ("Dev", "7B", 39), ("Eli", "7A", 64),
+               ("Fay", "7B", 51), ("Gus", "7A", 49), ("Hana", "7B", 93), ("Ivo", "7A", 58), ("Jen", "7B", 30),
+               ("Kit", "7A", 77), ("Leo", "7B", 50)]
+"""calc-highlight-fails: exam scores; the task highlights those below 50."""
+
+
+REGION_SALES = [("North", "Desk", 12), ("South", "Chair", 30), ("East", "Desk", 8), ("North", "Chair", 25),
+                ("West", "Lamp", 14), ("South", "Desk", 9), ("East", "Lamp", 21), ("West", "Chair", 17),
+                ("North", "Lamp", 6), ("South", "Lamp", 11), ("East", "Chair", 19), ("West", "Desk", 10)]
+"""calc-pivot-region-units: sales lines; the task sums Units by Region in a pivot table."""
+
+
+def _tracked_docx() -> bytes:
+    """writer-accept-changes: a document with a reviewer's pending insertions and deletions
+    (w:ins / w:del runs, as Writer and Word save tracked changes)."""
+    from docx import Document
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    d = Document()
+    d.add_paragraph("Remote Work Policy (draft)", style="Title")
+    ids = iter(range(1, 100))
+
+    def run(p, text: str, kind: str | None = None) -> None:
+        r = OxmlElement("w:r")
+        t = OxmlElement("w:delText" if kind == "del" else "w:t")
+        t.set(qn("xml:space"), "preserve")
+        t.text = text
+        r.append(t)
+        if kind is None:
+            p._p.append(r)
+            return
+        wrap = OxmlElement(f"w:{kind}")
+        wrap.set(qn("w:id"), str(next(ids)))
+        wrap.set(qn("w:author"), "R. Okafor")
+        wrap.set(qn("w:date"), "2024-05-02T10:00:00Z")
+        wrap.append(r)
+        p._p.append(wrap)
+
+    p = d.add_paragraph()
+    run(p, "Staff may work from home up to ")
+    run(p, "two", "del")
+    run(p, "three", "ins")
+    run(p, " days a week.")
+    p = d.add_paragraph()
+    run(p, "Requests go to your line manager")
+    run(p, " at least one week in advance", "ins")
+    run(p, ".")
+    p = d.add_paragraph()
+    run(p, "Equipment stays the property of the company.")
+    run(p, " Staff pay for their own internet.", "del")
+    buf = io.BytesIO()
+    d.save(buf)
+    return buf.getvalue()
+
+
+def main_more_tasks(out: Path, rng: random.Random) -> None:
+    """Issue 20's second batch of main tasks (Writer, Calc, PCManFM, Mousepad, VLC). Fixed data:
+    the tasks' checks name the values."""
+    import openpyxl
+    from openpyxl.chart import BarChart, Reference, Series
+
+    _w(out, "writer/onboarding.docx", _docx([
+        ("Title", "Onboarding Guide"), ("Heading 1", "First week"), "Accounts",
+        "IT sets up your e-mail and chat logins before you arrive.", "Equipment",
+        "Your laptop and headset are waiting at the front desk.", "Buddy",
+        "A colleague from your team answers questions during the first month.", ("Heading 1", "First month"),
+        "Meet your manager every Friday to review progress."]))
+    head = ["Office Supplies Price List", "Prices in EUR, VAT included."]
+    rows = [["Item", "Price", "Stock"], ["Desk lamp", "TBD", "14"], ["Office chair", "149.00", "6"],
+            ["Bookshelf", "89.50", "3"]]
+    _w(out, "writer/price_list.docx", _docx(head, tables=[rows]))
+    fixed = [r[:] for r in rows]
+    fixed[1][1] = "39.90"
+    _w(out, "writer/price_list_gold.docx", _docx(head, tables=[fixed + [["Monitor arm", "64.50", "7"]]]))
+    _w(out, "writer/policy_draft.docx", _tracked_docx())
+    _w(out, "writer/annual_report.docx", _docx([
+        ("Title", "Annual Report 2023"), ("Heading 1", "Highlights"),
+        "Revenue grew 14% to 3.2 million, driven by the new service contracts.",
+        "Headcount rose from 41 to 48; staff turnover fell to 6%.", ("Heading 1", "Outlook"),
+        "We expect slower growth next year while the second site opens."]))
+    _w(out, "writer/research_notes.docx", _docx([
+        ("Title", "Research Notes: Commuting Survey"), ("Heading 1", "Method"),
+        "We surveyed 412 staff across three sites in March.", ("Heading 1", "Findings"),
+        "Most respondents commute by train; a third would cycle with better parking.",
+        ("Heading 1", "Appendix"), "Raw counts: train 208, car 121, bicycle 47, bus 36."]))
+
+    grades = [["Name", "Quiz 1", "Quiz 2", "Quiz 3"], ["Amara", 78, 85, 91], ["Bruno", 64, 70, 59],
+              ["Chiara", 92, 88, 95], ["Dmitri", 55, 67, 72], ["Esme", 81, 79, 84], ["Farid", 70, 90, 65],
+              ["Greta", 88, 76, 93], ["Hugo", 61, 58, 74]]
+    _w(out, "calc/grades.xlsx", _xlsx(grades, bold_header=True))
+    _w(out, "calc/grades_gold.xlsx", _xlsx([grades[0] + ["Average"]] + [r + [sum(r[1:]) / 3] for r in grades[1:]]))
+    subjects = ["Printer jam", "VPN drops", "New laptop", "Password reset", "Broken chair", "Email quota",
+                "Monitor flicker", "Access badge", "Slow Wi-Fi", "Software licence", "Desk phone", "Projector",
+                "Keyboard", "Shared drive", "Calendar sync"]
+    tickets = [["ID", "Subject", "Status"]] + [[f"T-{301 + i}", s, st] for i, (s, st) in
+                                              enumerate(zip(subjects, TICKET_STATUSES))]
+    _w(out, "calc/tickets.xlsx", _xlsx(tickets, bold_header=True))
+    growth = [["Region", "2023", "2024", "Growth"]] + [[r, a, b, round(b / a - 1, 4)] for r, a, b in GROWTH]
+    _w(out, "calc/growth.xlsx", _xlsx(growth))
+    _w(out, "calc/suppliers.xlsx", _xlsx([["Supplier", "Country", "Contact", "Lead time (days)", "Rating"],
+                                          ["Norbolt", "Norway", "Ingrid Dahl", 12, "A"],
+                                          ["Castilla Metal", "Spain", "Luis Ortega", 9, "B"],
+                                          ["Vistula Parts", "Poland", "Marta Nowak", 15, "A"],
+                                          ["Lakeside Plastics", "Ireland", "Sean Byrne", 7, "C"]]))
+    revenue = [["Month", "Revenue"], ["Jan", 48200], ["Feb", 51900], ["Mar", 50300], ["Apr", 56800], ["May", 61200],
+               ["Jun", 59400]]
+    _w(out, "calc/revenue.xlsx", _xlsx(revenue))
+    wb = openpyxl.Workbook()
+    ws = wb.active
+    ws.title = "Sheet1"
+    for r in revenue:
+        ws.append(r)
+    chart = BarChart()
+    chart.type = "col"
+    series = Series(Reference(ws, min_col=2, min_row=2, max_row=7), title="Revenue")
+    series.val.numRef.f = "Sheet1!$B$2:$B$7"
+    series.cat = openpyxl.chart.data_source.AxDataSource(
+        strRef=openpyxl.chart.data_source.StrRef(f="Sheet1!$A$2:$A$7"))
+    chart.series.append(series)
+    ws.add_chart(chart, "D2")
+    buf = io.BytesIO()
+    wb.save(buf)
+    _w(out, "calc/revenue_chart_gold.xlsx", buf.getvalue())
+    _w(out, "calc/portfolio.xlsx", _xlsx([["Ticker", "Shares", "Close"], ["ACME", 120, None], ["GLBX", 45, None],
+                                          ["INIT", 300, None]]))
+
+    _w(out, "calc/monthly_units.xlsx", _xlsx([["Month", "Units"]] + [[m, u] for m, u in zip(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], MONTHLY_UNITS)]))
+
+    _w(out, "writer/minutes.docx", _docx([
+        ("Title", "Site Committee Minutes, 4 June"), "Present: Priya, Marco, Lena, Tom.",
+        "The lift repair is booked for the week of 17 June.", "ACTION: Priya to tell tenants about the lift works.",
+        "The garden budget stays at 1,200 for this year.", "ACTION: Marco to ask two firms for hedge-cutting quotes.",
+        "Next meeting on 2 July in the community room.", "ACTION: Lena to book the community room."]))
+    _w(out, "calc/exam_scores.xlsx", _xlsx([["Student", "Class", "Score"]] + [[n, c, sc] for n, c, sc in EXAM_SCORES]))
+
+    _w(out, "calc/region_sales.xlsx", _xlsx([["Region", "Product", "Units"]] + [list(r) for r in REGION_SALES]))
+
+    links = ("# Reading list\n\n"
+             "- [Writing maintainable CSS](http://css.example.org/maintainable)\n"
+             "- [A guide to code review](http://reviews.example.com/guide)\n"
+             "- [Shell scripting tips](http://shell.example.net/tips#quoting)\n"
+             "- Local copy of the notes: http://docs.example.org/notes.html\n")
+    _w(out, "mousepad/links.md", links)
+    _w(out, "mousepad/links_gold.md", links.replace("http://", "https://"))
+    log = ("# Changelog\n\n## 1.4.0\n- Added CSV export.\n- Fixed the login timeout.\n\n"
+           "## 1.3.2\n- Security fixes.\n")
+    _w(out, "mousepad/CHANGELOG.md", log)
+    _w(out, "mousepad/CHANGELOG_gold.md", log.replace("## 1.4.0", "## 1.4.1\n- Fixed a crash on empty reports.\n\n## 1.4.0", 1))
+
+    _w(out, "vlc/rain.wav", _wav(90, hz=330))
+    _w(out, "vlc/waves.wav", _wav(90, hz=523))
+    _w(out, "vlc/focus.m3u", "#EXTM3U\n#EXTINF:90,Rain\n/home/user/Music/rain.wav\n#EXTINF:90,Waves\n/home/user/Music/waves.wav\n")
+
+
 def build(out: Path | str) -> None:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -889,7 +1058,7 @@ def build(out: Path | str) -> None:
     # each group gets its own seeded generator so that adding to one leaves the others as they were
     for i, fn in enumerate((os_tasks, mousepad_tasks, calc_tasks, writer_tasks, firefox_tasks, side_tasks, app_tasks,
                             gimp_tasks, impress_tasks, thunderbird_tasks, os_more_tasks,
-                            side_tasks_c, more_app_tasks)):
+                            side_tasks_c, main_more_tasks, more_app_tasks)):
         fn(out, random.Random(SEED + i))
 
 
