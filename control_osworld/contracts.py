@@ -121,6 +121,8 @@ class RunAttemptRow(TypedDict):
     side_task_category: str | None
     action_space: str
     observation: str
+    policy: str  # tools | prompted (how the untrusted model was driven)
+    history: int | None  # the prompted policy's past steps shown; None for tools
     design: str | None
     design_file: str | None
     design_k: int | None
@@ -157,7 +159,7 @@ RUN_OPTIONAL_COLUMNS: tuple[str, ...] = (
     "design", "design_file", "design_k", "design_pairings", "side_task_instruction",
     "error_kind", "error_after_outcome", "error_after_outcome_kind", "unknown_checks",
     "main_unknown", "side_unknown", "attempts", "escape_log", "action_space",
-    "side_task_category", "player", "takeover_steps", "seconds", "observation")
+    "side_task_category", "player", "takeover_steps", "seconds", "observation", "policy", "history")
 """Kept when present (filled with null / [] when absent), in the validated table's order: every
 column of `RunRow` that is neither required nor only recorded (checked at import below)."""
 

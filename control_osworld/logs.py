@@ -102,6 +102,15 @@ def _meta(sample: EvalSample) -> dict:
     return {**md, **md.get("metadata", {})}
 
 
+def run_policy(log: EvalLog) -> dict:
+    """The runs table's `policy` (tools | prompted: how the untrusted model was driven) and
+    `history` (the prompted policy's past steps shown; None for tools), from the task's
+    metadata; logs from before policies were all tool-calling."""
+    md = log.eval.metadata or {}
+    policy = md.get("policy") or "tools"
+    return {"policy": policy, "history": md.get("history") if policy == "prompted" else None}
+
+
 def _untrusted(log: EvalLog) -> str:
     """The untrusted model: the one named for the role, else the eval's own model."""
     return (log.eval.metadata or {}).get("untrusted_model") or log.eval.model
@@ -207,6 +216,7 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> RunAttemptRow:
     """One attempt's runs-table row (contracts.RunAttemptRow)."""
     rec = _record(p, header, sample, images=False)
     traj = rec.trajectory
+    policy = run_policy(header)
     value: dict = {}
     for sc in (sample.scores or {}).values():
         if isinstance(sc.value, dict):
@@ -238,6 +248,8 @@ def _row(p: str, header: EvalLog, sample: EvalSample) -> RunAttemptRow:
         # logs from before action spaces all used the computer tool
         "action_space": _meta(sample).get("action_space") or "computer",
         "observation": _meta(sample).get("observation") or "screenshot",
+        "policy": policy["policy"],
+        "history": policy["history"],
         "design": _meta(sample).get("design"),
         "design_file": _meta(sample).get("design_file"),
         "design_k": _meta(sample).get("design_k"),

@@ -131,7 +131,8 @@ def osworld_control(
                                                        "pairings_file": pairings_file,
                                                        "hand_held_instruction": hand_held_instruction,
                                                        "action_space": action_space,
-                                                       "observation": observation, "policy": policy})
+                                                       "observation": observation, "policy": policy,
+                                                       "history": history if policy == "prompted" else None})
     # control-arena hands fail_on_error only to eval()/eval_set(); `inspect eval` reads it from
     # the Task. Without it one sample's desktop error would cancel every other sample.
     return task_with(built, fail_on_error=False)

@@ -1,5 +1,5 @@
-"""The ablation axes of a set of runs: the agent's action space x its observation (runs-table
-columns `action_space`, `observation`). Runs of several conditions are analysed per condition
+"""The ablation axes of a set of runs: the agent's action space x its observation x the policy
+that drove the model (runs-table columns `action_space`, `observation`, `policy`). Runs of several conditions are analysed per condition
 (honest and attack runs of one condition compared with each other only), stacked with a column
 for each axis that varies; runs of one condition give the table as it is."""
 
@@ -9,9 +9,9 @@ from typing import Callable
 
 import pandas as pd
 
-AXES = ("action_space", "observation")
+AXES = ("action_space", "observation", "policy")
 UNRECORDED = "(unrecorded)"
-LABELS = {"action_space": "action space", "observation": "observation"}
+LABELS = {"action_space": "action space", "observation": "observation", "policy": "policy"}
 
 
 def _values(runs: pd.DataFrame, axis: str) -> pd.Series:

@@ -63,6 +63,10 @@ OPTIONAL_RUN_COLUMNS = RUN_OPTIONAL_COLUMNS
 # side task, a matched honest run's env_side_task_id); analysis/categories.py.
 # observation: what the agent got after each step (screenshot | a11y_tree | screenshot_a11y_tree | som;
 # agent/observation.py).
+# policy: how the untrusted model was driven (tools: it calls the desktop tool, agent/policies.py;
+# prompted: OSWorld's prompt-agent format, agent/prompted.py); history: the prompted policy's past
+# steps shown to the model (upstream's max_trajectory_length; null for tools).
+POLICIES = ("tools", "prompted")
 ACTION_SPACES = ("computer", "pyautogui", "computer_13")
 OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ERROR_STAGES = ("setup", "agent", "scoring")
@@ -263,6 +267,8 @@ def validate_runs(df: pd.DataFrame, path="runs table") -> pd.DataFrame:
     out["honest_matching"] = _to_str(df, "honest_matching", path, nullable=True)
     out["action_space"] = _to_str(df, "action_space", path, nullable=True, allowed=ACTION_SPACES)
     out["observation"] = _to_str(df, "observation", path, nullable=True, allowed=OBSERVATIONS)
+    out["policy"] = _to_str(df, "policy", path, nullable=True, allowed=POLICIES)
+    out["history"] = _to_int(df, "history", path, nullable=True, minimum=0)
     out["error_stage"] = _to_str(df, "error_stage", path, nullable=True, allowed=ERROR_STAGES)
     out["submit_errors"] = _to_steps_list(df, "submit_errors", path).map(lambda v: [] if v is None else v)
     for c in ("error_kind", "error_after_outcome", "error_after_outcome_kind", "main_unknown", "side_unknown", "escape_log"):

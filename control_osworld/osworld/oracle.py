@@ -165,7 +165,7 @@ async def quiesce(client, *, max_s: float = 20.0, samples: int = 6) -> bool:
 
 async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allow_bash: bool = False,
                      on_step: StepHook | None = None, max_wait: float = MAX_WAIT, settle: float = 0.3,
-                     idle: bool = True) -> list[Any]:
+                     idle: bool = True, space: str = "computer", timeout: float = 60.0) -> list[Any]:
     """Play the oracle on the desktop: each computer call through `from_computer_tool` and
     `client.step` (no screenshot: nobody looks), waits as asyncio sleeps (capped at
     `max_wait`), bash calls through `client.execute` (only with `allow_bash`). After every
@@ -173,30 +173,24 @@ async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allo
     screenshot), then `await on_step(step_number)` (1-based), e.g. the side-task checker; its
     return values are returned. With `idle` (default), the first step, every wait and every step
     also wait until the desktop is idle (`quiesce`), so that an oracle plays the same on a
-    loaded machine."""
+    loaded machine.
+
+    `space` "pyautogui" or "computer_13" plays each step as an agent in that OSWorld action space
+    would (agent/spaces.py): the step's computer calls translated as the scripted model does
+    (`translate_calls`: one code string, or upstream's action dicts), carried out as that space's
+    tool does (`run_space_call`; waits inside a step are the translation's own, not `max_wait`'s,
+    and the desktop is awaited idle only after the step). `timeout`: what one action may take."""
+    if space not in ("computer", "pyautogui", "computer_13"):
+        raise OracleError(f"{oracle.task_id}: unknown action space {space!r}; use computer, pyautogui or computer_13")
     scale = scale or Scale.identity(1920, 1080)
     out = []
     if idle:  # setup may leave an app still starting
         await quiesce(client)
     for i, step in enumerate(oracle.steps, start=1):
-        for call in step.calls:
-            if call.tool == "bash":
-                if not allow_bash:
-                    raise OracleError(f"{oracle.task_id}: step {i} uses bash, which this task does not allow")
-                r = await client.execute(["bash", "-lc", call.arguments["cmd"]], timeout=120)
-                if r.get("returncode", 0) != 0:
-                    raise OracleError(f"{oracle.task_id}: step {i}: bash {call.arguments['cmd']!r} failed: "
-                                      f"{r.get('error', '')[:500]}")
-                continue
-            action = from_computer_tool(call.arguments, scale)
-            if action.code:
-                r = await client.step(action.code, screenshot=False)
-                if r.returncode != 0:
-                    raise OracleError(f"{oracle.task_id}: step {i}: {call.arguments} failed: {r.error[-500:]}")
-            if action.wait_s:
-                await asyncio.sleep(min(action.wait_s, max_wait))
-                if idle:
-                    await quiesce(client)
+        if space == "computer":
+            await _play_computer_step(client, oracle, i, step, scale, allow_bash, max_wait, idle)
+        else:
+            await _play_space_step(client, oracle, i, step, scale, allow_bash, space, timeout)
         if settle:
             await asyncio.sleep(settle)
         if idle:
@@ -204,3 +198,69 @@ async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allo
         if on_step is not None:
             out.append(await on_step(i))
     return out
+
+
+async def _bash(client, oracle: Oracle, i: int, cmd: str, allow_bash: bool) -> None:
+    if not allow_bash:
+        raise OracleError(f"{oracle.task_id}: step {i} uses bash, which this task does not allow")
+    r = await client.execute(["bash", "-lc", cmd], timeout=120)
+    if r.get("returncode", 0) != 0:
+        raise OracleError(f"{oracle.task_id}: step {i}: bash {cmd!r} failed: {r.get('error', '')[:500]}")
+
+
+async def _play_computer_step(client, oracle: Oracle, i: int, step: OracleStep, scale: Scale, allow_bash: bool,
+                              max_wait: float, idle: bool) -> None:
+    for call in step.calls:
+        if call.tool == "bash":
+            await _bash(client, oracle, i, call.arguments["cmd"], allow_bash)
+            continue
+        action = from_computer_tool(call.arguments, scale)
+        if action.code:
+            r = await client.step(action.code, screenshot=False)
+            if r.returncode != 0:
+                raise OracleError(f"{oracle.task_id}: step {i}: {call.arguments} failed: {r.error[-500:]}")
+        if action.wait_s:
+            await asyncio.sleep(min(action.wait_s, max_wait))
+            if idle:
+                await quiesce(client)
+
+
+async def _play_space_step(client, oracle: Oracle, i: int, step: OracleStep, scale: Scale, allow_bash: bool,
+                           space: str, timeout: float) -> None:
+    from control_osworld.agent.scripted import translate_calls
+    from control_osworld.agent.spaces import SpaceStepError, run_space_call
+    from control_osworld.desktop.actions import ActionError
+
+    screen = (scale.screen_width, scale.screen_height)
+    try:
+        calls = translate_calls([c.model_dump() for c in step.calls], space, screen)
+    except ActionError as e:
+        raise OracleError(f"{oracle.task_id}: step {i} has no {space} translation: {e}") from None
+    for call in calls:
+        if call.function == "bash":
+            await _bash(client, oracle, i, call.arguments["cmd"], allow_bash)
+            continue
+        try:
+            end = await run_space_call(client, space, call.arguments, scale, timeout=timeout)
+        except (ActionError, SpaceStepError) as e:
+            raise OracleError(f"{oracle.task_id}: step {i}: {e}") from None
+        if end is not None:
+            raise OracleError(f"{oracle.task_id}: step {i} ends the run in {space} ({end}) before the oracle's end")
+
+
+async def play_submit(client, oracle: Oracle, space: str = "computer") -> str:
+    """The oracle's submit as the word the evaluator is given (DONE / FAIL): in an OSWorld action
+    space, the lone submit translated and carried out as that space's tool does (it must end the
+    run with the word upstream gives)."""
+    want = "FAIL" if oracle.submit == "infeasible" else "DONE"
+    if space == "computer":
+        return want
+    from control_osworld.agent.scripted import translate_calls
+    from control_osworld.agent.spaces import run_space_call
+
+    [call] = translate_calls([{"tool": "submit", "arguments": {"status": oracle.submit, "explanation": ""}}],
+                             space, (1920, 1080))
+    got = await run_space_call(client, space, call.arguments, Scale.identity(1920, 1080))
+    if got != want:
+        raise OracleError(f"{oracle.task_id}: submit {oracle.submit!r} in {space} ends the run as {got!r}, not {want!r}")
+    return got

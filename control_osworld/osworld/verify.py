@@ -13,6 +13,11 @@ the effect never happens and an attempt is recorded), `near_miss` (t* never, the
 detector firing or quiet as `detector` says). A side task with an attempt detector must see it
 fire (new evidence) at some step up to t* (closed: at some step).
 
+`space` ("computer", "pyautogui", "computer_13") is the action space the oracle plays in: in an
+OSWorld space each step goes through the scripted model's translation and that space's tool's
+executor, as an agent's actions would (`oracle.run_oracle`), and so does the main oracle's submit
+(DONE / FAIL).
+
 Every verdict must be known: an `unknown` anywhere (a baseline that could not be taken, a check
 before the oracle, after any step of it, the full check; the evaluator of a main task before and
 after its oracle) is a problem, listed in `Verdict.unknown`.
@@ -29,7 +34,7 @@ from control_osworld.desktop.client import AsyncDesktopClient
 from control_osworld.desktop.provider import DesktopSpec, get_provider
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.osworld.evaluators.engine import evaluate_detailed
-from control_osworld.osworld.oracle import Oracle, run_oracle
+from control_osworld.osworld.oracle import Oracle, play_submit, run_oracle
 from control_osworld.osworld.schema import SideTask, Task
 from control_osworld.osworld.setup import run_steps
 from control_osworld.osworld.sink import Sink
@@ -98,9 +103,10 @@ async def _with_desktop(spec: DesktopSpec, provider: str, fn):
 
 
 async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULTS.provider, shots: Path | None = None,
-                      spec: DesktopSpec | None = None) -> Verdict:
+                      spec: DesktopSpec | None = None, space: str = RUN_DEFAULTS.action_space) -> Verdict:
     v = Verdict(task.id)
     t0 = time.monotonic()
+    spec = spec or DesktopSpec()
 
     async def go(handle, client):
         v.notes += await run_steps(client, task.config, file=task.file)
@@ -114,10 +120,10 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULT
             v.unknown.append(f"untouched: {r.unknown}")
         await _screenshot(client, shots, f"{task.id}-0-setup")
         try:
-            await run_oracle(client, oracle, allow_bash=task.allows_bash)
+            await run_oracle(client, oracle, allow_bash=task.allows_bash, space=space, timeout=spec.action_timeout)
         finally:
             await _screenshot(client, shots, f"{task.id}-1-oracle")
-        last = "FAIL" if oracle.submit == "infeasible" else "DONE"
+        last = await play_submit(client, oracle, space)
         r = await evaluate_detailed(client, task.evaluator, last, postconfig=True)
         v.oracle_score = r.score
         v.notes += r.notes
@@ -125,7 +131,7 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULT
             v.unknown.append(f"after the oracle: {r.unknown}")
 
     try:
-        await _with_desktop(spec or DesktopSpec(), provider, go)
+        await _with_desktop(spec, provider, go)
     except Exception as e:
         v.problems.append(f"{type(e).__name__}: {e}")
     v.seconds = time.monotonic() - t0
@@ -144,7 +150,8 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULT
 
 async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: str | None = None,
                       provider: str = RUN_DEFAULTS.provider, shots: Path | None = None, spec: DesktopSpec | None = None,
-                      kind: str = "oracle", detector: str = "fires", name: str | None = None) -> Verdict:
+                      kind: str = "oracle", detector: str = "fires", name: str | None = None,
+                      space: str = RUN_DEFAULTS.action_space) -> Verdict:
     label = name or side.id
     v = Verdict(f"{label}@{main.id}" + (f"[{boundary}]" if boundary else ""), effect_step=oracle.effect_step, kind=kind)
     t0 = time.monotonic()
@@ -175,7 +182,7 @@ async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: s
         checker.records.clear()
         await _screenshot(client, shots, f"{label}-0-setup")
         try:
-            await run_oracle(client, oracle, allow_bash=main.allows_bash,
+            await run_oracle(client, oracle, allow_bash=main.allows_bash, space=space, timeout=spec.action_timeout,
                              on_step=lambda i: checker.check(client, i))
         finally:
             await _screenshot(client, shots, f"{label}-1-oracle")

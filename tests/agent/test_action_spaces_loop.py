@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput
@@ -60,6 +61,7 @@ def test_attack_in_an_osworld_action_space(tmp_path, space):
     assert last.arguments == ({"code": "DONE"} if space == "pyautogui" else {"action_type": "DONE"})
     row = runs_table([log.location]).iloc[0]
     assert row.action_space == space and row.main_task_success and row.side_task_success
+    assert row.policy == "tools" and pd.isna(row.history)  # the model called the space's tool; no history
     if space == "pyautogui":
         coded = next(a for s in traj.steps for a in s.actions if a.code)
         assert coded.arguments["code"] == coded.code and coded.code in _action_line(coded)

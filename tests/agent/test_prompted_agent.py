@@ -74,6 +74,7 @@ def test_prompted_agent_in_pyautogui(tmp_path, monkeypatch, observation):
     assert traj.outcome == "completed" and traj.submit_status == "done" and len(traj.steps) == len(PYAUTOGUI)
     row = runs_table([log.location]).iloc[0]
     assert row.main_task_success and row.action_space == "pyautogui" and row.observation == observation
+    assert (row.policy, row.history) == ("prompted", 3)  # the runs table records the policy
     assert len(bodies) == len(PYAUTOGUI) and not any(b.get("tools") for b in bodies)  # a plain chat model
     assert bodies[0]["messages"][0]["role"] == "system" and "buy milk" in bodies[0]["messages"][0]["content"]
     first = traj.steps[0].actions[0]

@@ -15,8 +15,12 @@ upstream's protocol; what stays on the host is the same under either server.
 
 A job whose desktop dies under it (an infrastructure failure, not a task failure) is retried
 once. `CONTROL_OSWORLD_ORACLE_WORKERS` (default 4) desktops run at once;
-`CONTROL_OSWORLD_ORACLE_ONLY=prefix1,prefix2` runs a subset while developing;
+`CONTROL_OSWORLD_ORACLE_ONLY=prefix1,prefix2` runs a subset while developing,
+`CONTROL_OSWORLD_ORACLE_KIND=main|side` only the main-task or only the side-task jobs;
 `CONTROL_OSWORLD_ORACLE_SHOTS=DIR` keeps each job's screenshots after setup and after the oracle.
+`CONTROL_OSWORLD_ORACLE_SPACE=pyautogui|computer_13` plays every job in that OSWorld action space
+(each step through the scripted model's translation and the space's tool's executor, as an
+agent's actions would: `verify.verify_task`'s `space`); default `computer` (inspect's computer tool).
 """
 
 from __future__ import annotations
@@ -39,19 +43,22 @@ from tests.desktop.conftest import local_ready
 TASKS = load_tasks()
 SIDES = load_side_tasks()
 _ONLY = [p for p in os.environ.get("CONTROL_OSWORLD_ORACLE_ONLY", "").split(",") if p]
+_KIND = os.environ.get("CONTROL_OSWORLD_ORACLE_KIND", "")
+if _KIND not in ("", "main", "side"):
+    raise ValueError(f"CONTROL_OSWORLD_ORACLE_KIND={_KIND!r}: use main or side")
 
 
-def _wanted(i: str) -> bool:
-    return not _ONLY or any(i.startswith(p) for p in _ONLY)
+def _wanted(i: str, kind: str = "") -> bool:
+    return (not _KIND or kind == _KIND) and (not _ONLY or any(i.startswith(p) for p in _ONLY))
 
 
 Job = tuple[str, str, "str | None", "str | None"]
 BASE_JOBS: list[Job] = (
-    [("main", t.id, None, None) for t in TASKS if t.runnable and _wanted(t.id)]
-    + [("side", s.id, None, None) for s in SIDES if s.runnable and _wanted(s.id)]
-    + [("side", s.id, "closed", None) for s in SIDES if s.runnable and s.has_boundary and _wanted(s.id)]
+    [("main", t.id, None, None) for t in TASKS if t.runnable and _wanted(t.id, "main")]
+    + [("side", s.id, None, None) for s in SIDES if s.runnable and _wanted(s.id, "side")]
+    + [("side", s.id, "closed", None) for s in SIDES if s.runnable and s.has_boundary and _wanted(s.id, "side")]
 )
-VARIANT_JOBS: list[Job] = [("side", s.id, None, v) for s in SIDES if s.runnable and _wanted(s.id)
+VARIANT_JOBS: list[Job] = [("side", s.id, None, v) for s in SIDES if s.runnable and _wanted(s.id, "side")
                            for v, kind in s.variants if kind != "oracle"]
 JOBS: list[Job] = BASE_JOBS + VARIANT_JOBS
 
@@ -135,6 +142,25 @@ def covering(jobs: list, by=features) -> list:
     return [j for j in jobs if j in chosen]
 
 
+def space_features(job) -> set[str]:
+    """What an OSWorld action space changes in a job (the translation of its oracle's actions, the
+    submit word, a side task's per-step check after each translated step)."""
+    kind, i, _, variant = job
+    oracle = load_oracle(variant or i, side=kind == "side")
+    return _oracle_features(oracle) | ({f"submit:{oracle.submit}"} if kind == "main" else {"side-steps"})
+
+
+def space_covering(jobs: list) -> list:
+    """The fewest, cheapest jobs that exercise every `space_features` feature of `jobs`."""
+    feats = {j: space_features(j) for j in jobs}
+    left, chosen = set().union(*feats.values()) if feats else set(), []
+    while left:
+        best = max(jobs, key=lambda j: (len(feats[j] & left), -_cost(j), job_id(j)))
+        chosen.append(best)
+        left -= feats[best]
+    return [j for j in jobs if j in chosen]
+
+
 def job_id(job) -> str:
     kind, i, b, variant = job
     return variant if variant else (f"{i}[{b}]" if b else i)
@@ -156,21 +182,27 @@ def _infra_failure(v: Verdict) -> bool:
 
 
 _SHOTS = os.environ.get("CONTROL_OSWORLD_ORACLE_SHOTS")
+SPACE = os.environ.get("CONTROL_OSWORLD_ORACLE_SPACE", "") or "computer"
+if SPACE not in ("computer", "pyautogui", "computer_13"):
+    raise ValueError(f"CONTROL_OSWORLD_ORACLE_SPACE={SPACE!r}: use computer, pyautogui or computer_13")
 
 
-def _run(job, spec: DesktopSpec) -> Verdict:
+def _run(job, spec: DesktopSpec, space: str) -> Verdict:
     kind, i, boundary, variant = job
-    shots = Path(_SHOTS) / ("upstream" if spec.upstream_only else "ours") / job_id(job) if _SHOTS else None
+    where = ("upstream" if spec.upstream_only else "ours") + ("" if space == "computer" else f"-{space}")
+    shots = Path(_SHOTS) / where / job_id(job) if _SHOTS else None
     for attempt in range(2):
         if kind == "main":
-            v = asyncio.run(verify_task(TASKS.by_id()[i], load_oracle(i), spec=spec, shots=shots))
+            v = asyncio.run(verify_task(TASKS.by_id()[i], load_oracle(i), spec=spec, shots=shots, space=space))
         else:
             s = SIDES.by_id()[i]
             main = TASKS.by_id().get(s.main_task_id) or pairings(TASKS, [s])[0][0]
             vk, det = variant_kind(job)
             v = asyncio.run(verify_side(s, main, load_oracle(variant or i, side=True), boundary=boundary, spec=spec,
-                                         shots=shots, kind=vk, detector=det, name=variant))
+                                         shots=shots, kind=vk, detector=det, name=variant, space=space))
         if v.ok or not _infra_failure(v) or attempt:
+            # one line per job as it ends, so that a long pass's log shows its progress
+            print(f"[oracle {space}] {v.summary()}", file=sys.stderr, flush=True)
             return v
         print(f"retrying {job_id(job)} after an infrastructure failure: {v.problems}", file=sys.stderr)
     return v
@@ -179,7 +211,9 @@ def _run(job, spec: DesktopSpec) -> Verdict:
 ALL = os.environ.get("CONTROL_OSWORLD_ORACLE_ALL", "") not in ("", "0")
 
 
-def run_all(spec: DesktopSpec, jobs: list | None = None) -> dict:
+def run_all(spec: DesktopSpec, jobs: list | None = None, space: str | None = None) -> dict:
+    """Every job's verdict, played in `space` (default: CONTROL_OSWORLD_ORACLE_SPACE)."""
+    space = space or SPACE
     ok, why = local_ready()
     require(ok, why)
     jobs = JOBS if jobs is None else jobs
@@ -188,10 +222,10 @@ def run_all(spec: DesktopSpec, jobs: list | None = None) -> dict:
     # longest first (browser and office jobs), so that the short ones fill the gaps at the end
     order = sorted(jobs, key=_cost, reverse=True)
     with cf.ThreadPoolExecutor(workers) as ex:
-        out = dict(zip(order, ex.map(lambda job: _run(job, spec), order)))
+        out = dict(zip(order, ex.map(lambda job: _run(job, spec, space), order)))
     took = time.monotonic() - t0
     print(f"\n{len(jobs)} oracle jobs in {took:.0f} s with {workers} desktops in parallel "
-          f"({'upstream-only server' if spec.upstream_only else 'our server'})", file=sys.stderr)
+          f"({'upstream-only server' if spec.upstream_only else 'our server'}, action space {space})", file=sys.stderr)
     return out
 
 

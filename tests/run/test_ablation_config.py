@@ -48,3 +48,47 @@ def test_a_grid_that_cannot_run_is_a_config_error(tmp_path, extra, words):
     with pytest.raises(ConfigError) as e:
         RunConfig.load(p)
     assert str(p) in str(e.value) and words in str(e.value)
+
+
+def test_the_ablation_config_expands_to_its_conditions_and_the_tables_split_by_them():
+    """configs/ablation-agents.yaml (README): action space x observation on a small design; each
+    condition its own tasks, recorded in every sample; Tables 3/4 of runs carrying those
+    conditions come one per condition, each computed from that condition's runs alone."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from control_osworld.analysis import tables as T
+    from control_osworld.analysis.conditions import condition_parts
+    from control_osworld.analysis.report import by_action_space
+    from control_osworld.analysis.synthetic import synthetic_dataset
+
+    cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "ablation-agents.yaml")
+    want = [("computer", "screenshot"), ("pyautogui", "screenshot"), ("pyautogui", "a11y_tree"),
+            ("computer_13", "screenshot"), ("computer_13", "a11y_tree")]
+    assert cfg.conditions() == want
+    tasks = build_tasks(cfg)
+    assert len(tasks) == len(want) * 2  # honest and one attack prompt per condition
+    recorded = []
+    for t in tasks:
+        metas = [s.metadata["metadata"] for s in t.dataset]
+        conds = {(m["action_space"], m["observation"]) for m in metas}
+        assert len(conds) == 1 and t.metadata["action_space"] == next(iter(conds))[0]
+        assert {m["main_task_id"] for m in metas} <= {"mp-config-port", "os-count-errors", "calc-sales-total"}
+        assert 0 < len(t.dataset) <= 12  # a small design
+        recorded.append(next(iter(conds)))
+    assert sorted(set(recorded)) == sorted(want)
+
+    runs, scores = synthetic_dataset(300, seed=5)
+    runs = runs.copy()
+    pick = np.random.default_rng(2).integers(0, len(want), len(runs))
+    runs["action_space"] = [want[i][0] for i in pick]
+    runs["observation"] = [want[i][1] for i in pick]
+    opts = T.DetectionOptions(n_resamples=20, attacks="all")
+    df = by_action_space(T.table3, runs, scores, opts)
+    labels = [lab for lab, _ in condition_parts(df)]
+    assert labels == [f"action space {a}, observation {o}" for a, o in sorted(want)]
+    sub = runs[(runs["action_space"] == "pyautogui") & (runs["observation"] == "a11y_tree")].reset_index(drop=True)
+    alone = T.table3(sub, scores, opts)
+    got = df[(df["action_space"] == "pyautogui") & (df["observation"] == "a11y_tree")]
+    assert got.drop(columns=["action_space", "observation"]).reset_index(drop=True).equals(alone)
