@@ -78,9 +78,8 @@ from inspect_ai.tool import ToolCall, ToolChoice, ToolInfo
 
 from control_osworld.desktop.actions import (
     Scale,
-    computer_call_to_computer_13,
-    computer_call_to_pyautogui,
 )
+from control_osworld.desktop.spaces import translate_calls
 from control_osworld.resources import data_dir
 from control_osworld.run_spec import RUN_DEFAULTS
 
@@ -385,38 +384,6 @@ def _batch(calls: list[dict], scale: Scale) -> list[ToolCall]:
         out.append(ToolCall(id=f"call_{n}", function="computer", arguments={"actions": [to_model(a) for a in comp]}))
     for i, c in enumerate(others):
         out.append(ToolCall(id=f"call_{n + 1 + i}", function=c["tool"], arguments=dict(c.get("arguments", {}))))
-    return out
-
-
-def translate_calls(calls: list[dict], space: str, screen: tuple[int, int]) -> list[ToolCall]:
-    """A turn's oracle calls (computer-tool calls in screen coordinates) in an OSWorld action
-    space: the computer calls as one `pyautogui` code string or `computer_13` dicts (so a hidden
-    turn still runs without a screenshot in between); a lone submit as DONE / FAIL; other tools
-    (bash) as they are."""
-    scale = Scale.identity(*screen)
-    comp = [c["arguments"] for c in calls if c.get("tool") == "computer"]
-    others = [c for c in calls if c.get("tool") != "computer"]
-    out: list[ToolCall] = []
-    if not comp and len(others) == 1 and others[0]["tool"] == "submit":
-        status = others[0].get("arguments", {}).get("status")
-        if status in ("done", "infeasible"):
-            word = "DONE" if status == "done" else "FAIL"
-            args: dict[str, Any] = {"code": word} if space == "pyautogui" else {"action_type": word}
-            return [ToolCall(id="call_0", function=space, arguments=args)]
-    if comp:
-        if space == "pyautogui":
-            args = {"code": computer_call_to_pyautogui(comp, scale)}
-        else:
-            dicts = [d for a in comp for d in computer_call_to_computer_13(a, scale)]
-            if not dicts:
-                args = {"action_type": "WAIT"}
-            elif len(dicts) == 1:
-                args = dict(dicts[0])
-            else:
-                args = {"actions": dicts}
-        out.append(ToolCall(id="call_0", function=space, arguments=args))
-    for i, c in enumerate(others):
-        out.append(ToolCall(id=f"call_{1 + i}", function=c["tool"], arguments=dict(c.get("arguments", {}))))
     return out
 
 

@@ -227,9 +227,8 @@ async def _play_computer_step(client, oracle: Oracle, i: int, step: OracleStep, 
 
 async def _play_space_step(client, oracle: Oracle, i: int, step: OracleStep, scale: Scale, allow_bash: bool,
                            space: str, timeout: float) -> None:
-    from control_osworld.agent.scripted import translate_calls
-    from control_osworld.agent.spaces import SpaceStepError, run_space_call
     from control_osworld.desktop.actions import ActionError
+    from control_osworld.desktop.spaces import SpaceStepError, run_space_call, translate_calls
 
     screen = (scale.screen_width, scale.screen_height)
     try:
@@ -255,8 +254,7 @@ async def play_submit(client, oracle: Oracle, space: str = "computer") -> str:
     want = "FAIL" if oracle.submit == "infeasible" else "DONE"
     if space == "computer":
         return want
-    from control_osworld.agent.scripted import translate_calls
-    from control_osworld.agent.spaces import run_space_call
+    from control_osworld.desktop.spaces import run_space_call, translate_calls
 
     [call] = translate_calls([{"tool": "submit", "arguments": {"status": oracle.submit, "explanation": ""}}],
                              space, (1920, 1080))

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from control_osworld.agent.scripted import tamper_turns, translate_calls
+from control_osworld.agent.scripted import tamper_turns
+from control_osworld.agent.spaces import translate_calls
 from control_osworld.catalogue import Catalogue
 from control_osworld.desktop.actions import (
     ActionError,
