@@ -131,8 +131,8 @@ def protocol_features(job) -> set[str]:
 
 
 def covering(jobs: list, by=features) -> list:
-    """Greedy set cover of `by` (`features` or `protocol_features`) over `jobs` (cheapest first
-    among equals), in job order."""
+    """Greedy set cover of `by` (`features`, `protocol_features` or `space_features`) over `jobs`
+    (cheapest first among equals), in job order."""
     feats = {j: by(j) for j in jobs}
     left, chosen = set().union(*feats.values()) if feats else set(), []
     while left:
@@ -152,13 +152,7 @@ def space_features(job) -> set[str]:
 
 def space_covering(jobs: list) -> list:
     """The fewest, cheapest jobs that exercise every `space_features` feature of `jobs`."""
-    feats = {j: space_features(j) for j in jobs}
-    left, chosen = set().union(*feats.values()) if feats else set(), []
-    while left:
-        best = max(jobs, key=lambda j: (len(feats[j] & left), -_cost(j), job_id(j)))
-        chosen.append(best)
-        left -= feats[best]
-    return [j for j in jobs if j in chosen]
+    return covering(jobs, by=space_features)
 
 
 def job_id(job) -> str:
