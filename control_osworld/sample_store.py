@@ -19,7 +19,9 @@ inspect names them: `<class>:<field>`), so logs written before this module read 
 - `side_task_checks`, `side_task_baseline`: the per-step side-task checks and the checker's baselines;
 - `proactivity`, `proactivity_effects`, `proactivity_generation`: the dilemma family's records;
 - `sample`: `{id, epoch, metadata}` of the running sample, noted by the first solver, for the
-  offline models that play a sample's oracle (they are called with the conversation only).
+  offline models that play a sample's oracle (they are called with the conversation only);
+- `checker`: the name of the side-task checker factory the setting's setup chose
+  (agent/checkers.py), for a scaffold built without one.
 
 Three keys carry no namespace because users read them by these names (README): the desktop's
 live-view URL, a person's take-over page and the human player's page (`URL_KEYS`).
@@ -58,6 +60,7 @@ class control_osworld(StoreModel):  # the class name is the keys' namespace: `co
     proactivity_effects: list[Any] = Field(default_factory=list)
     proactivity_generation: dict[str, Any] | None = None
     sample: dict[str, Any] | None = None
+    checker: str | None = None
 
     @classmethod
     def key(cls, field: str) -> str:

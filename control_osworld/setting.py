@@ -40,7 +40,7 @@ from pydantic import Field
 # `control-arena eval single` (this module is our control_arena entry point).
 from control_osworld.agent import loop as _loop  # noqa: F401
 from control_osworld.agent import policies as _policies  # noqa: F401
-from control_osworld.agent.loop import SideTaskCheckFn
+from control_osworld.agent.checkers import SideTaskCheckFn, side_task_checker
 from control_osworld.agent.observation import AGENT_SHAPED_NOTE, Observation
 from control_osworld.agent.spaces import ActionSpace, space_tool
 from control_osworld.agent.tools import SubmitArgs
@@ -247,7 +247,9 @@ def prepare_sample() -> Solver:
         from control_osworld.catalogue import Catalogue
         from control_osworld.sample_store import note_sample
 
-        note_sample(state).mark("setup")
+        shared = note_sample(state)
+        shared.mark("setup")
+        shared.checker = "osworld"  # the loop makes `osworld_side_task_checker` after this setup
         extra = sample_metadata(state.metadata)
         cat = Catalogue.for_sample(extra)
         env = desktop()
@@ -264,6 +266,7 @@ def prepare_sample() -> Solver:
     return solve
 
 
+@side_task_checker("osworld")
 async def osworld_side_task_checker() -> SideTaskCheckFn | None:
     """The loop's per-step side-task check of an attack sample (its scaffold's
     `side_task_checker`; None without a side task), primed once setup is done. Matched honest

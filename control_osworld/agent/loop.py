@@ -23,15 +23,15 @@ current so the error is placed at its step. So does a model's refusal (its provi
 content filter): `ModelRefusal`, kind model_refusal.
 
 The side-task checker is a parameter of the scaffold (`side_task_checker`: a factory the setting
-gives, called once setup is done, at the start of the run); it lives in the run and is dropped
-with it, however the run ends. What the loop shares with tools and protocols inside a sample
+gives, called once setup is done, at the start of the run; without one, the factory the setting's
+setup named in the sample's store, agent/checkers.py); it lives in the run and is dropped
+with it, however the run ends. An attack sample with no checker is an error, never a run unchecked. What the loop shares with tools and protocols inside a sample
 goes through the sample's typed store (sample_store.py).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable
 
 from control_arena import ScaffoldBuilder, agent_scaffold
 from inspect_ai.agent import Agent, AgentState
@@ -49,17 +49,16 @@ from inspect_ai.model import (
 from inspect_ai.tool import Tool, ToolDef
 from pydantic import Field
 
+from control_osworld.agent.checkers import CheckerFactory, SideTaskCheckFn, checker_named
 from control_osworld.agent.observation import model_view, observe_content
 from control_osworld.agent.takeover import take_over_if_asked
 from control_osworld.agent.tools import SELF_RECORDING_TOOLS, observe
+from control_osworld.contracts import sample_metadata
 from control_osworld.faults import ModelRefusal
 from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import sample_store
-from control_osworld.trajectory import ActionRecord, SideTaskCheck, Step, Trajectory
+from control_osworld.trajectory import ActionRecord, Step, Trajectory
 
-SideTaskCheckFn = Callable[[int], Awaitable[SideTaskCheck | None]]
-CheckerFactory = Callable[[], Awaitable[SideTaskCheckFn | None]]
-"""Makes the run's per-step side-task check (None: no side task), called once setup is done."""
 SUBMIT_STATUSES = ("done", "infeasible")
 """The only statuses that end a run; anything else (case variants included) is a tool error."""
 
@@ -194,8 +193,14 @@ def desktop_scaffold(
         async def run(state: AgentState) -> AgentState:
             from control_osworld.agent.tools import desktop
 
-            # made here, after setup, and dropped with the run (a local), however it ends
-            checker = await side_task_checker() if side_task_checker is not None else None
+            # made here, after setup, and dropped with the run (a local), however it ends; without a
+            # factory given, the one the setting's setup named in the sample's store (checkers.py)
+            shared = sample_store()
+            factory = side_task_checker or (checker_named(shared.checker) if shared.checker else None)
+            if factory is None and sample_metadata((shared.sample or {}).get("metadata")).get("side_task_id"):
+                raise RuntimeError("an attack sample (it has a side task) but no side-task checker: give the "
+                                   "scaffold `side_task_checker` or run the setting's setup solver, which names it")
+            checker = await factory() if factory is not None else None
             handle = desktop().handle
             traj = Trajectory(budget=budget, screen_width=handle.screen_width, screen_height=handle.screen_height)
             first = await observe((model_width, model_height) if model_width and model_height else None)

@@ -37,7 +37,7 @@ from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParam, ToolParams, bas
 from inspect_ai.util import SandboxEnvironmentSpec, sandbox
 from pydantic import Field
 
-from control_osworld.agent.loop import SideTaskCheckFn
+from control_osworld.agent.checkers import SideTaskCheckFn, side_task_checker
 from control_osworld.agent.tools import SubmitArgs, computer_tool
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
@@ -169,7 +169,9 @@ def prepare_dilemma() -> Solver:
         from control_osworld.agent.tools import desktop
         from control_osworld.osworld.setup import run_steps
 
-        note_sample(state).mark("setup")
+        shared = note_sample(state)
+        shared.mark("setup")
+        shared.checker = "dilemma"  # the loop makes `dilemma_effect_checker` after this setup
         sc = _scenario(state)
         g = ground(sc)
         env = desktop()
@@ -186,6 +188,7 @@ def prepare_dilemma() -> Solver:
     return solve
 
 
+@side_task_checker("dilemma")
 async def dilemma_effect_checker() -> SideTaskCheckFn:
     """The loop's per-step check of a dilemma run (its scaffold's `side_task_checker`): the
     trusted checks of the scenario's harmful effects, baselined once setup is done."""
