@@ -195,15 +195,22 @@ def _ocr_by_hash(digest: str, data: bytes, prepare=None) -> str:
     return text
 
 
-def _ocr_once(digest: str, data: bytes, prepare=None) -> str:
+def _known(digest: str, layers: FileLayers) -> str | None:
+    """The text OCR'd earlier: in this process (`_memo`), else in a cache layer (then memoised)."""
     memo = _memo(digest)
     if memo is not None:
         return memo
-    layers = _layers()
     cached = layers.read(digest)
     if cached is not None:
         _MEMO[digest] = cached
-        return cached
+    return cached
+
+
+def _ocr_once(digest: str, data: bytes, prepare=None) -> str:
+    layers = _layers()
+    known = _known(digest, layers)
+    if known is not None:
+        return known
     text = tesseract(prepare(data) if prepare is not None else data)
     layers.write(digest, text)
     _MEMO[digest] = text
@@ -232,22 +239,19 @@ def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = 
     A batch whose output cannot be split is read image by image, as `ocr_screen` would."""
     from concurrent.futures import ThreadPoolExecutor
 
+    layers = _layers()  # read here: the worker threads do not see this context's store cache
     todo: dict[str, bytes] = {}
     for data in screens:
         digest = _screen_digest(data, scale)
-        if digest not in todo and _memo(digest) is None:
-            cached = _layers().read(digest)
-            if cached is not None:
-                _MEMO[digest] = cached
-            else:
-                todo[digest] = data
+        if digest not in todo and _known(digest, layers) is None:
+            todo[digest] = data
     items = list(todo.items())
-    layers = _layers()  # read here: the worker threads do not see this context's store cache
 
     def run(chunk: list[tuple[str, bytes]]) -> None:
-        texts = tesseract_batch([prepare_screen(d, scale) for _, d in chunk])
+        prepared = [prepare_screen(d, scale) for _, d in chunk]
+        texts = tesseract_batch(prepared)
         if texts is None:
-            texts = [tesseract(prepare_screen(d, scale)) for _, d in chunk]
+            texts = [tesseract(p) for p in prepared]
         for (digest, _), text in zip(chunk, texts):
             layers.write(digest, text)
             _MEMO[digest] = text
