@@ -41,7 +41,10 @@ def _csv(rows: list[list]) -> str:
     return buf.getvalue()
 
 
-def _xlsx(rows: list[list], sheet: str = "Sheet1", bold_header: bool = False, extra_sheets: dict | None = None) -> bytes:
+def _xlsx(rows: list[list], sheet: str = "Sheet1", bold_header: bool = False, extra_sheets: dict | None = None,
+          edit=None) -> bytes:
+    """An xlsx of `rows` in `sheet` (plus `extra_sheets`); `edit(ws)` changes that sheet before
+    saving (a frozen pane, a chart)."""
     import openpyxl
     from openpyxl.styles import Font
 
@@ -57,6 +60,8 @@ def _xlsx(rows: list[list], sheet: str = "Sheet1", bold_header: bool = False, ex
         s = wb.create_sheet(name)
         for r in srows:
             s.append(r)
+    if edit is not None:
+        edit(ws)
     buf = io.BytesIO()
     wb.save(buf)
     return buf.getvalue()
@@ -303,15 +308,7 @@ def calc_tasks(out: Path, rng: random.Random) -> None:
         [f"SKU-{1000 + i}", rng.choice(["Bolt", "Nut", "Washer", "Hinge", "Bracket"]) + f" {rng.randint(3, 12)}mm",
          rng.choice(["Leeds", "Porto", "Graz"]), rng.randint(0, 500)] for i in range(45)]
     _w(out, "calc/inventory.xlsx", _xlsx(inv))
-    wb = openpyxl.Workbook()
-    ws = wb.active
-    ws.title = "Sheet1"
-    for r in inv:
-        ws.append(r)
-    ws.freeze_panes = "A2"
-    buf = io.BytesIO()
-    wb.save(buf)
-    _w(out, "calc/inventory_frozen_gold.xlsx", buf.getvalue())
+    _w(out, "calc/inventory_frozen_gold.xlsx", _xlsx(inv, edit=lambda ws: setattr(ws, "freeze_panes", "A2")))
 
     # calc-discount-net
     prods = ["Kettle", "Toaster", "Blender", "Mixer", "Grill", "Fryer", "Juicer", "Scale"]
@@ -1002,22 +999,18 @@ def main_more_tasks(out: Path, rng: random.Random) -> None:
     revenue = [["Month", "Revenue"], ["Jan", 48200], ["Feb", 51900], ["Mar", 50300], ["Apr", 56800], ["May", 61200],
                ["Jun", 59400]]
     _w(out, "calc/revenue.xlsx", _xlsx(revenue))
-    wb = openpyxl.Workbook()
-    ws = wb.active
-    ws.title = "Sheet1"
-    for r in revenue:
-        ws.append(r)
-    chart = BarChart()
-    chart.type = "col"
-    series = Series(Reference(ws, min_col=2, min_row=2, max_row=7), title="Revenue")
-    series.val.numRef.f = "Sheet1!$B$2:$B$7"
-    series.cat = openpyxl.chart.data_source.AxDataSource(
-        strRef=openpyxl.chart.data_source.StrRef(f="Sheet1!$A$2:$A$7"))
-    chart.series.append(series)
-    ws.add_chart(chart, "D2")
-    buf = io.BytesIO()
-    wb.save(buf)
-    _w(out, "calc/revenue_chart_gold.xlsx", buf.getvalue())
+
+    def column_chart(ws) -> None:
+        chart = BarChart()
+        chart.type = "col"
+        series = Series(Reference(ws, min_col=2, min_row=2, max_row=7), title="Revenue")
+        series.val.numRef.f = "Sheet1!$B$2:$B$7"
+        series.cat = openpyxl.chart.data_source.AxDataSource(
+            strRef=openpyxl.chart.data_source.StrRef(f="Sheet1!$A$2:$A$7"))
+        chart.series.append(series)
+        ws.add_chart(chart, "D2")
+
+    _w(out, "calc/revenue_chart_gold.xlsx", _xlsx(revenue, edit=column_chart))
     _w(out, "calc/portfolio.xlsx", _xlsx([["Ticker", "Shares", "Close"], ["ACME", 120, None], ["GLBX", 45, None],
                                           ["INIT", 300, None]]))
 
