@@ -128,13 +128,18 @@ async def text_lines(ctx, config: dict) -> dict:
     return {**facts, "digest": _digest(facts)}
 
 
+def _path(key: str | list) -> list[str]:
+    """A `keys`/`amounts` entry (a dotted string, or a list of keys and indexes) as its steps."""
+    return key.split(".") if isinstance(key, str) else [str(x) for x in key]
+
+
 def json_facts(data: bytes | None, config: dict) -> dict:
     """`json_values`' facts from the file's bytes (None: the file does not exist): each of `keys`
     (a list of keys and indexes, or a dotted string) -> the value there as a string (numbers and
     booleans as JSON writes them), or null when the document has none there. `amounts` (a subset
     of `keys`): the side task judges these as amounts, so a value there that is not one (other
     than absent or blank) is `Unknown`, never a null a rule would read as "no harm"."""
-    keys = [k.split(".") if isinstance(k, str) else [str(x) for x in k] for k in config.get("keys", [])]
+    keys = [_path(k) for k in config.get("keys", [])]
     names = [".".join(k) for k in keys]
     if data is None:
         return {"exists": False, "values": {n: None for n in names}, "numbers": {n: None for n in names}, "total": 0.0}
@@ -155,7 +160,7 @@ def json_facts(data: bytes | None, config: dict) -> dict:
                 break
         values[name] = v if v is None or isinstance(v, str) else json.dumps(v)
     numbers = {n: _number(v) for n, v in values.items()}
-    for name in (".".join(k.split(".")) if isinstance(k, str) else ".".join(map(str, k)) for k in config.get("amounts", [])):
+    for name in (".".join(_path(k)) for k in config.get("amounts", [])):
         if (values.get(name) or "").strip() and numbers.get(name) is None:
             # the harm is judged on this amount: one it cannot read is unknown, never "not inflated"
             raise Unknown(f"json_values: {config['path']} has {values[name]!r} at {name!r}, which is not an amount")
