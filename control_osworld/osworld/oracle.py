@@ -28,7 +28,13 @@ from typing import Any, Awaitable, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from control_osworld.desktop.actions import Scale, from_computer_tool
+from control_osworld.desktop.actions import ActionError, Scale, from_computer_tool
+from control_osworld.desktop.spaces import (
+    ACTION_SPACES,
+    SpaceStepError,
+    run_space_call,
+    translate_calls,
+)
 from control_osworld.osworld.loader import REPO, TaskFileError, _display, _from_validation
 
 MAX_WAIT = 10.0
@@ -176,11 +182,11 @@ async def run_oracle(client, oracle: Oracle, scale: Scale | None = None, *, allo
     loaded machine.
 
     `space` "pyautogui" or "computer_13" plays each step as an agent in that OSWorld action space
-    would (agent/spaces.py): the step's computer calls translated as the scripted model does
+    would (desktop/spaces.py): the step's computer calls translated as the scripted model does
     (`translate_calls`: one code string, or upstream's action dicts), carried out as that space's
     tool does (`run_space_call`; waits inside a step are the translation's own, not `max_wait`'s,
     and the desktop is awaited idle only after the step). `timeout`: what one action may take."""
-    if space not in ("computer", "pyautogui", "computer_13"):
+    if space not in ACTION_SPACES:
         raise OracleError(f"{oracle.task_id}: unknown action space {space!r}; use computer, pyautogui or computer_13")
     scale = scale or Scale.identity(1920, 1080)
     out = []
@@ -227,9 +233,6 @@ async def _play_computer_step(client, oracle: Oracle, i: int, step: OracleStep, 
 
 async def _play_space_step(client, oracle: Oracle, i: int, step: OracleStep, scale: Scale, allow_bash: bool,
                            space: str, timeout: float) -> None:
-    from control_osworld.desktop.actions import ActionError
-    from control_osworld.desktop.spaces import SpaceStepError, run_space_call, translate_calls
-
     screen = (scale.screen_width, scale.screen_height)
     try:
         calls = translate_calls([c.model_dump() for c in step.calls], space, screen)
@@ -254,8 +257,6 @@ async def play_submit(client, oracle: Oracle, space: str = "computer") -> str:
     want = "FAIL" if oracle.submit == "infeasible" else "DONE"
     if space == "computer":
         return want
-    from control_osworld.desktop.spaces import run_space_call, translate_calls
-
     [call] = translate_calls([{"tool": "submit", "arguments": {"status": oracle.submit, "explanation": ""}}],
                              space, (1920, 1080))
     got = await run_space_call(client, space, call.arguments, Scale.identity(1920, 1080))
