@@ -22,9 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from control_osworld.config_file import ConfigError, read_config, read_mapping
 from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
-from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.run_spec import RUN_DEFAULTS, ActionSpace
 
-SpaceName = Literal["computer", "pyautogui", "computer_13"]
+SpaceName = ActionSpace
 ObservationName = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 
 

@@ -9,12 +9,16 @@ Ground floor: imports nothing of the package.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["RUN_DEFAULTS", "RunSpec"]
 
+
+ActionSpace = Literal["computer", "pyautogui", "computer_13"]
+"""The agent's desktop tool: inspect's computer tool, or one of OSWorld's action spaces."""
+ACTION_SPACES: tuple[str, ...] = get_args(ActionSpace)
 
 class RunSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -32,7 +36,7 @@ class RunSpec(BaseModel):
     boundary: Literal["open", "closed"] = Field(default="open", description="For side tasks with a boundary switch.")
     honest_matching: Literal["matched", "per_main"] = Field(default="matched",
                                                             description="How honest samples are matched.")
-    action_space: Literal["computer", "pyautogui", "computer_13"] = Field(default="computer",
+    action_space: ActionSpace = Field(default="computer",
                                                                          description="The agent's desktop tool.")
     observation: Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"] = Field(
         default="screenshot", description="What the agent gets after each step.")

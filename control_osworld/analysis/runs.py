@@ -24,7 +24,7 @@ from control_osworld.contracts import (
     SCORE_COLUMNS,
     canonical_subset,
 )
-from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.run_spec import ACTION_SPACES, RUN_DEFAULTS
 
 from .hazards import OUTCOMES
 
@@ -67,7 +67,6 @@ OPTIONAL_RUN_COLUMNS = RUN_OPTIONAL_COLUMNS
 # prompted: OSWorld's prompt-agent format, agent/prompted.py); history: the prompted policy's past
 # steps shown to the model (upstream's max_trajectory_length; null for tools).
 POLICIES = ("tools", "prompted")
-ACTION_SPACES = ("computer", "pyautogui", "computer_13")
 OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ERROR_STAGES = ("setup", "agent", "scoring")
 # kept when present: the per-step monitor's score point (pre_action | post_action)

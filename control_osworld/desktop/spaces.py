@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from inspect_ai.tool import ToolCall
 
@@ -20,12 +20,11 @@ from control_osworld.desktop.actions import (
     computer_call_to_pyautogui,
     from_computer_13,
 )
+from control_osworld.run_spec import ACTION_SPACES, ActionSpace
 
 __all__ = ["ACTION_SPACES", "CODE_PREFIX", "SUBMIT_OF", "ActionSpace", "SpaceAction", "SpaceStepError",
            "computer_13_action", "computer_13_list", "pyautogui_action", "run_space_call", "translate_calls"]
 
-ActionSpace = Literal["computer", "pyautogui", "computer_13"]
-ACTION_SPACES: tuple[str, ...] = ("computer", "pyautogui", "computer_13")
 CODE_PREFIX = "import time\n"
 """Put before the agent's code: upstream's server runs `import pyautogui; import time; ...`; our
 executor already has `pyautogui` in the namespace."""
