@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,20 @@ async def cloud_file(ctx: EvalContext, config: dict) -> Any:
     return out[0] if len(out) == 1 else out
 
 
+_CANNOT_START = re.compile(r"^(?:ModuleNotFoundError: No module named .*|.*: command not found|.*: not found)$", re.M)
+
+
+def _could_not_start(r: dict) -> str | None:
+    """Why a command printed nothing because a program or Python module it needs is missing
+    here (exit 127, `command not found`, `ModuleNotFoundError`), else None."""
+    if (r.get("output") or "").strip():
+        return None
+    m = _CANNOT_START.search(r.get("error") or "")
+    if m:
+        return m.group(0)[:200]
+    return "exit 127 (a program it runs is missing)" if r.get("returncode") == 127 else None
+
+
 async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: str) -> str:
     """Run `command` (`shell`) in the desktop as the harness (`trusted`); one of its streams.
     Raises `Unknown` when the server failed the request (a timeout, output it could not decode,
@@ -131,13 +146,19 @@ async def _command_stream(ctx: EvalContext, config: dict, stream: str, getter: s
     if any(0xDC80 <= ord(c) <= 0xDCFF or c == "\ufffd" for c in value):
         # surrogate escapes or replacement characters: bytes the server could not decode as UTF-8
         raise Unknown(f"{getter}: the command's {stream} is not valid UTF-8 (decoded lossily)")
+    why = _could_not_start(r) if stream == "output" else None
+    if why:
+        raise Unknown(f"{getter}: the command could not run here: {why}")
     return value
 
 
 async def vm_command_line(ctx: EvalContext, config: dict) -> str:
     """Follows getters/general.py:get_vm_command_line: run `command` (`shell`) in the desktop,
     return its stdout. Upstream returns None when the server failed the request (and its metrics
-    then score 0); here that is `Unknown`."""
+    then score 0); here that is `Unknown`, and so is a command that printed nothing because a
+    program or Python module it needs is missing on this desktop (Control OSWorld's checkers are
+    `python3 -c "import openpyxl; ..."` one-liners: without the module they print nothing, which
+    upstream scores 0)."""
     return await _command_stream(ctx, config, "output", "vm_command_line")
 
 
