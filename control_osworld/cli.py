@@ -207,15 +207,17 @@ def run_command(config: str, log_dir: str | None, skip_agents: bool) -> None:
 
 
 def _register_stages() -> None:
+    """The shared stages' commands, then each family's own (families.py)."""
     from control_osworld.analysis.cli import audit_command, classify_command, report_command
+    from control_osworld.families import families
     from control_osworld.harness_entry import harness_entry_command
     from control_osworld.monitoring.cli import monitor_command
-    from control_osworld.osworld.cli import tasks_group
-    from control_osworld.proactivity.cli import proactivity_group
 
-    for cmd in (report_command, audit_command, harness_entry_command, classify_command, monitor_command, tasks_group,
-                proactivity_group):
+    for cmd in (report_command, audit_command, harness_entry_command, classify_command, monitor_command):
         main.add_command(cmd)
+    for fam in families().values():
+        for cmd in fam.commands():
+            main.add_command(cmd)
 
 
 _register_stages()

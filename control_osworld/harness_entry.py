@@ -75,7 +75,7 @@ def _ans(value: Any, source: str, quote: str, note: str | None = None) -> dict:
 def predicted_runs(cfg, config_path: str | Path) -> pd.DataFrame:
     """The runs table the config would produce, without outcomes: one row per (mode, sample,
     epoch) with the fields the audit reads (side task, boundary, attempt detector, budget)."""
-    from control_osworld.catalogue import Catalogue
+    from control_osworld.control.catalogue import Catalogue
 
     cat = Catalogue.load(cfg.tasks_dir, cfg.side_tasks_dir)
     mains = cat.runnable_main_tasks(ids=cfg.main_tasks, apps=cfg.apps)
@@ -130,7 +130,7 @@ def _side_tasks_quote(pred: pd.DataFrame) -> str:
 def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, runs_source: str | None = None) -> dict:
     """The entry for the evaluation `config_path` describes (and, with `runs`, checked against
     them). Raises HarnessEntryError when the cited code changed or the runs disagree."""
-    from control_osworld.run import RunConfig
+    from control_osworld.control.run import RunConfig
 
     cfg = RunConfig.load(config_path)
     cfg_rel = _rel(Path(config_path))
@@ -138,7 +138,7 @@ def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, run
     rec, _ = idf.record_from_runs(pred)
     cfg_text = Path(config_path).read_text(encoding="utf-8")
     budget_line = next((ln.strip() for ln in cfg_text.splitlines() if ln.strip().startswith("budget:")), None)
-    budget_src, budget_quote = (cfg_rel, budget_line) if budget_line else ("control_osworld/run.py", _cite("control_osworld/run.py", "budget: int ="))
+    budget_src, budget_quote = (cfg_rel, budget_line) if budget_line else ("control_osworld/control/run.py", _cite("control_osworld/control/run.py", "budget: int ="))
     disclosed, disc_src, disc_quote = _budget_disclosed(cfg)
     sides_quote = _side_tasks_quote(pred)
     ending = _cite(_LOOP, 'ending = ("stopped" if submitted == "infeasible" else "completed", t)')
@@ -172,7 +172,7 @@ def harness_entry(config_path: str | Path, runs: pd.DataFrame | None = None, run
         "kind": "gui",
         "evidence": "high",
         "sources": [f"{cfg_rel} (sha256 {hashlib.sha256(cfg_text.encode()).hexdigest()[:12]})",
-                    f"{_LOOP}, {_TOOLS}, control_osworld/catalogue.py, side_tasks/, prompts/ (this repository)"],
+                    f"{_LOOP}, {_TOOLS}, control_osworld/control/catalogue.py, side_tasks/, prompts/ (this repository)"],
         "answers": answers,
         "generated": {"by": f"control-osworld harness-entry {cfg_rel}"
                             + (f" --logs {runs_source}" if runs_source else ""),

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from control_osworld.agent.placement import compare_twins, pending_before_side
-from control_osworld.agent.scripted import ON_REQUEST, STRATEGIES, ScriptedModel, _texts
-from control_osworld.catalogue import Catalogue
+from control_osworld.control.catalogue import Catalogue
+from control_osworld.control.scripted import ON_REQUEST, STRATEGIES, ScriptedModel, _texts
 from control_osworld.logs import read_run_records, runs_table
 
 BINS = 10
@@ -94,7 +94,7 @@ def plans_main(seeds: int = 3) -> dict:
     """Every pairing of the default dataset, every strategy, `seeds` seeds: plans only."""
     from control_arena import EvalMode
 
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.setting import OSWorldControlSetting
 
     setting = OSWorldControlSetting()
     honest = {str(s.id): s for s in setting.get_dataset(EvalMode.HONEST)}

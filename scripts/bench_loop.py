@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
 
+from control_osworld.control.task import osworld_control  # noqa: E402
 from control_osworld.desktop import DesktopClient, DesktopSpec, get_provider  # noqa: E402
-from control_osworld.task import osworld_control  # noqa: E402
 
 
 def make_tasks(root: Path, steps: int) -> tuple[Path, Path]:
@@ -51,7 +51,7 @@ def make_tasks(root: Path, steps: int) -> tuple[Path, Path]:
 def episode_rates(log_path: str) -> tuple[float, int, float, float]:
     """(aggregate steps/s, total steps, per-sample median steps/s, median model-call ms) of a log.
     The model call's own time is the scripted model's: its wait for an idle desktop before each
-    turn (agent/scripted.py: what it needs to play the same under load), not the loop's."""
+    turn (control/scripted.py: what it needs to play the same under load), not the loop's."""
     log = read_eval_log(log_path)
     spans, total, starts, ends, model_ms = [], 0, [], [], []
     for s in log.samples:

@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from inspect_ai import eval as inspect_eval  # noqa: E402
 
+from control_osworld.control.run import RunConfig, build_tasks  # noqa: E402
 from control_osworld.desktop.admission import admission  # noqa: E402
-from control_osworld.run import RunConfig, build_tasks  # noqa: E402
 
 
 def _ppid(pid: int) -> int | None:

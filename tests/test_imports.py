@@ -58,7 +58,7 @@ def graph() -> dict[str, set[str]]:
 
 
 def room(module: str) -> str:
-    """control_osworld.analysis.cli -> control_osworld.analysis; control_osworld.run -> itself."""
+    """control_osworld.analysis.cli -> control_osworld.analysis; control_osworld.run -> itself; control_osworld.control.task -> control_osworld.control."""
     parts = module.split(".")
     return ".".join(parts[:2])
 

@@ -35,11 +35,11 @@ def test_the_spec_is_frozen_and_checked():
 def test_every_layer_takes_its_defaults_from_the_spec():
     from control_osworld.agent.loop import desktop_scaffold
     from control_osworld.agent.tools import computer_tool
+    from control_osworld.control.run import RunConfig
+    from control_osworld.control.setting import OSWorldControlSetting
+    from control_osworld.control.task import osworld_control
     from control_osworld.proactivity.desktop import DilemmaDesktopSetting
     from control_osworld.proactivity.task import proactivity
-    from control_osworld.run import RunConfig
-    from control_osworld.setting import OSWorldControlSetting
-    from control_osworld.task import osworld_control
     from control_osworld.trajectory import Trajectory
 
     d = RUN_DEFAULTS

@@ -55,7 +55,7 @@ def test_the_checkouts_venv_is_not_committed():
 def test_newcomer_check_runs_the_readmes_commands_with_a_small_config():
     import subprocess
 
-    from control_osworld.run import RunConfig
+    from control_osworld.control.run import RunConfig
 
     out = subprocess.run(["bash", str(REPO / "scripts" / "newcomer_check.sh"), "--print-commands"],
                          capture_output=True, text=True, timeout=30)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import click
 
 from control_osworld.cli_paths import DataPath
 
-__all__ = ["report_command", "audit_command", "classify_command", "register_dilemma_report"]
+__all__ = ["report_command", "audit_command", "classify_command"]
 
 
 def _fprs(value: str) -> tuple[float, ...]:
@@ -64,17 +63,6 @@ def _load(logs, scores):
     except (InputError, NotImplementedError) as exc:
         raise click.ClickException(str(exc)) from None
     return runs, sc
-
-
-_dilemma_report: tuple[Callable[..., dict[str, Path]], Callable[..., Any]] | None = None
-
-
-def register_dilemma_report(build: Callable[..., dict[str, Path]], load: Callable[..., Any]) -> None:
-    """The dilemma family's report builder and run loader behind `report --proactivity`.
-    control_osworld.proactivity.cli registers them: the shared analysis imports nothing of
-    the families above it."""
-    global _dilemma_report
-    _dilemma_report = (build, load)
 
 
 @click.command("report")
@@ -130,15 +118,12 @@ def report_command(logs, scores, dilemmas, out_dir, seed, resamples, level, fprs
     if bool(logs) != bool(scores):
         raise click.UsageError("--logs and --scores go together")
     if dilemmas:
-        if _dilemma_report is None:
-            raise click.ClickException("--proactivity: the dilemma family did not register its report "
-                                       "(control_osworld.proactivity.cli does, as `control-osworld report` loads it)")
-        build_proactivity_report, load_dilemma_runs = _dilemma_report
+        from control_osworld.families import get_family
 
         try:
-            d_written = build_proactivity_report(load_dilemma_runs(dilemmas), Path(out_dir) / "proactivity", resamples, seed,
-                                                 level, plots_enabled=not no_plots, errors=errors,
-                                                 cluster=cluster != "none")
+            d_written = get_family("proactivity").report(
+                dilemmas, Path(out_dir) / "proactivity", n_resamples=resamples, seed=seed, level=level,
+                plots_enabled=not no_plots, errors=errors, cluster=cluster != "none") or {}
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         click.echo(f"wrote {len(d_written)} files to {Path(out_dir) / 'proactivity'}")

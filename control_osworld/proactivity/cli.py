@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from control_osworld.analysis.cli import register_dilemma_report
 from control_osworld.cli_paths import DataPath
 
 __all__ = ["proactivity_group"]
@@ -70,19 +68,3 @@ def generate_command(config: str) -> None:
     n = len(log.samples or [])
     ok = sum(1 for s in log.samples or [] if s.scores and next(iter(s.scores.values())).answer == "accepted")
     click.echo(f"{ok}/{n} scenarios accepted -> {cfg.out_dir} (audit in {cfg.out_dir}/audit, log {log.location})")
-
-
-def _build_report(*args: Any, **kwargs: Any) -> dict[str, Path]:
-    from control_osworld.proactivity.report import build_proactivity_report
-
-    return build_proactivity_report(*args, **kwargs)
-
-
-def _load_runs(*args: Any, **kwargs: Any) -> Any:
-    from control_osworld.proactivity.runs import load_dilemma_runs
-
-    return load_dilemma_runs(*args, **kwargs)
-
-
-# `control-osworld report --proactivity`: the shared report command calls the family's own.
-register_dilemma_report(_build_report, _load_runs)

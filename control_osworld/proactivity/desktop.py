@@ -28,19 +28,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from control_arena import ControlTaskMetadata, EvalMode
-from control_arena.settings import Setting
-from control_arena.tools.submit_tool import SubmitToolConfig
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParam, ToolParams, bash
-from inspect_ai.util import SandboxEnvironmentSpec, sandbox
+from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParam, ToolParams
+from inspect_ai.util import sandbox
 from pydantic import Field
 
 from control_osworld.agent.checkers import SideTaskCheckFn, side_task_checker
-from control_osworld.agent.tools import SubmitArgs, computer_tool
-from control_osworld.desktop.provider import DesktopSpec, ProviderName
-from control_osworld.desktop.sandbox import DesktopSandboxConfig
+from control_osworld.agent.tools import computer_tool
+from control_osworld.desktop_setting import DesktopSetting
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.run_spec import RUN_DEFAULTS
 from control_osworld.sample_store import note_sample, sample_store
@@ -247,7 +244,7 @@ def desktop_turns(sc: Scenario, traj: Trajectory, effects: list[dict]) -> list[d
 async def _trust() -> dict:
     """How far the checker's verdicts can be trusted on this desktop (docs/integrity.md)."""
     from control_osworld.agent.tools import desktop
-    from control_osworld.scoring import integrity_record
+    from control_osworld.desktop.integrity import integrity_record
 
     integrity = await integrity_record(desktop())
     return {"evidence_trust": integrity.get("evidence_trust"), "integrity": integrity}
@@ -304,19 +301,15 @@ def dilemma_desktop_record() -> Solver:
     return solve
 
 
-class DilemmaDesktopSetting(Setting):
+class DilemmaDesktopSetting(DesktopSetting):
     """Dilemma scenarios x factor conditions on desktops (honest mode only: nobody is told to attack)."""
+
+    submit_description = "End the run without a final action of yours (the episode is then recorded as undecided)."
 
     scenarios_dir: str = Field(description="Scenario folder (or one file).")
     scenario_ids: list[str] | None = None
     conditions: list[str] = Field(default_factory=lambda: ["baseline"])
     max_turns: int = RUN_DEFAULTS.max_turns
-    provider: ProviderName = RUN_DEFAULTS.provider
-    desktop: DesktopSpec = Field(default_factory=DesktopSpec)
-    allow_bash: bool = False
-    model_width: int = RUN_DEFAULTS.model_width
-    model_height: int = RUN_DEFAULTS.model_height
-    settle_s: float = RUN_DEFAULTS.settle_s
 
     @classmethod
     def get_name(cls) -> str:
@@ -343,10 +336,6 @@ class DilemmaDesktopSetting(Setting):
             out.append(Sample(id=s.id, input=s.input, metadata={**ctm.model_dump(), **meta}))
         return out
 
-    def get_sandbox_config(self) -> SandboxEnvironmentSpec:
-        spec = self.desktop.model_copy(update={"network": "sink"}) if self.desktop.network == "none" else self.desktop
-        return SandboxEnvironmentSpec("desktop", DesktopSandboxConfig(provider=self.provider, desktop=spec))
-
     def setup_environment(self) -> Solver | None:
         return prepare_dilemma()
 
@@ -354,15 +343,8 @@ class DilemmaDesktopSetting(Setting):
         return dilemma_desktop_record()
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
-        tools = [*scenario_tools(_scenario(state)),
-                 computer_tool(model_size=(self.model_width, self.model_height), settle_s=self.settle_s)]
-        if self.allow_bash:
-            tools.append(bash(timeout=120))
-        return tools
-
-    def get_submit_tool_config(self, task_metadata: ControlTaskMetadata) -> SubmitToolConfig:
-        return SubmitToolConfig(name="submit", description="End the run without a final action of yours (the "
-                                "episode is then recorded as undecided).", input_type=SubmitArgs)
+        return [*scenario_tools(_scenario(state)), computer_tool(model_size=self.model_size(), settle_s=self.settle_s),
+                *self.bash_tools(self.allow_bash)]
 
     def get_scorers(self) -> list[Scorer]:
         from .samples import dilemma_scorer

@@ -1,5 +1,5 @@
 """The desktop-grounded dilemma task (`proactivity(mode="desktop")`), built the way the control
-family builds its own (`control_osworld.task.osworld_control`): a control-arena task from a
+family builds its own (`control_osworld.control.task.osworld_control`): a control-arena task from a
 Setting, the `osworld_policy` (honest) and the `desktop_scaffold` loop.
 
     inspect eval control_osworld/proactivity/task.py@proactivity -T mode=desktop \\

@@ -10,9 +10,9 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from PIL import Image
 
+from control_osworld.control.task import osworld_control
 from control_osworld.desktop.frames import MAX_FRAME_BYTES
 from control_osworld.logs import read_run_records
-from control_osworld.task import osworld_control
 from tests.conftest import require
 from tests.desktop.conftest import local_ready
 

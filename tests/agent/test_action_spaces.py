@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from control_osworld.agent.scripted import tamper_turns
 from control_osworld.agent.spaces import translate_calls
-from control_osworld.catalogue import Catalogue
+from control_osworld.control.catalogue import Catalogue
+from control_osworld.control.scripted import tamper_turns
 from control_osworld.desktop.actions import (
     ActionError,
     Scale,
@@ -208,7 +208,7 @@ def test_run_config_action_space_reaches_the_tasks_and_a_bad_one_is_named(tmp_pa
     from pathlib import Path
 
     from control_osworld.config_file import ConfigError
-    from control_osworld.run import RunConfig, build_tasks
+    from control_osworld.control.run import RunConfig, build_tasks
 
     cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "offline-pyautogui.yaml")
     assert cfg.action_space == ["pyautogui"]

@@ -14,11 +14,11 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput
 from PIL import Image
 
-from control_osworld.agent.scripted import build_plan
-from control_osworld.catalogue import Catalogue
+from control_osworld.control.catalogue import Catalogue
+from control_osworld.control.scripted import build_plan
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.monitoring.views import _action_line
-from control_osworld.task import osworld_control
 from tests.conftest import require
 from tests.desktop.conftest import local_ready
 

@@ -14,15 +14,15 @@ from control_osworld.agent import checkers
 
 
 def test_both_families_register_their_checker():
+    import control_osworld.control.setting as control
     import control_osworld.proactivity.desktop as dilemma
-    import control_osworld.setting as control
 
     assert checkers.checker_named("osworld") is control.osworld_side_task_checker
     assert checkers.checker_named("dilemma") is dilemma.dilemma_effect_checker
 
 
 def test_an_unregistered_name_is_an_error_naming_the_registered_ones():
-    import control_osworld.setting  # noqa: F401
+    import control_osworld.control.setting  # noqa: F401
 
     with pytest.raises(RuntimeError, match=r"'nope'.*registered: .*'osworld'"):
         checkers.checker_named("nope")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from control_arena import EvalMode
 
-from control_osworld.agent.scripted import (
+from control_osworld.control.catalogue import Catalogue
+from control_osworld.control.scripted import (
     ON_REQUEST,
     STRATEGIES,
     ScriptedModel,
@@ -17,8 +18,7 @@ from control_osworld.agent.scripted import (
     split_at_waits,
     tamper_turns,
 )
-from control_osworld.catalogue import Catalogue
-from control_osworld.setting import OSWorldControlSetting
+from control_osworld.control.setting import OSWorldControlSetting
 
 
 @pytest.fixture(scope="module")

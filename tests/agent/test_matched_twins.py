@@ -14,13 +14,13 @@ import anyio
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from control_osworld import task as task_module
-from control_osworld.agent.scripted import build_plan
-from control_osworld.catalogue import Catalogue
+from control_osworld.control import task as task_module
+from control_osworld.control.catalogue import Catalogue
+from control_osworld.control.scripted import build_plan
+from control_osworld.control.setting import osworld_side_task_checker
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.sample_store import sample_store
-from control_osworld.setting import osworld_side_task_checker
-from control_osworld.task import osworld_control
 from tests.agent.test_loop import DIRS
 from tests.conftest import require
 from tests.desktop.conftest import local_ready

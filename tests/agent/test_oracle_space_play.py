@@ -13,7 +13,7 @@ import builtins
 import pytest
 
 from control_osworld.agent.spaces import CODE_PREFIX, run_space_call
-from control_osworld.catalogue import Catalogue
+from control_osworld.control.catalogue import Catalogue
 from control_osworld.desktop.actions import ActionError, Scale
 from control_osworld.desktop.client import StepResult
 from control_osworld.osworld.oracle import (

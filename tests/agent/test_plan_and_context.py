@@ -12,7 +12,7 @@ from inspect_ai.model import (
 )
 
 from control_osworld.agent.loop import trim_screenshots
-from control_osworld.agent.scripted import STRATEGIES, _batch, build_plan
+from control_osworld.control.scripted import STRATEGIES, _batch, build_plan
 from control_osworld.desktop.actions import Scale
 
 
@@ -139,7 +139,7 @@ def test_honest_variation_never_changes_what_gets_typed():
 
 
 def test_tamper_strategy_adds_the_tricks_after_the_side_steps():
-    from control_osworld.agent.scripted import STRATEGIES, tamper_turns
+    from control_osworld.control.scripted import STRATEGIES, tamper_turns
 
     assert "tamper" not in STRATEGIES  # never drawn at random
     tricks = tamper_turns()
@@ -157,7 +157,7 @@ def test_tamper_strategy_adds_the_tricks_after_the_side_steps():
 def test_matched_honest_dataset_mirrors_the_attack_pairings():
     from control_arena import EvalMode
 
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.setting import OSWorldControlSetting
 
     setting = OSWorldControlSetting()
     attack = setting.get_dataset(EvalMode.ATTACK)
@@ -177,7 +177,7 @@ def test_matched_honest_dataset_mirrors_the_attack_pairings():
 
 
 def _real_pairs():
-    from control_osworld.catalogue import Catalogue
+    from control_osworld.control.catalogue import Catalogue
 
     cat = Catalogue.load()
     mains = cat.runnable_main_tasks()
@@ -189,7 +189,7 @@ def test_real_oracles_put_side_steps_mid_task(strategy):
     """Every main oracle a side task pairs with marks inner rest points, except the few listed
     (form filling, one-dialog tasks): there burst/spread/hidden play the side steps strictly
     after the first and before the last main step."""
-    from control_osworld.agent.scripted import _oracle_turns, _rest_points
+    from control_osworld.control.scripted import _oracle_turns, _rest_points
 
     cat, pairs = _real_pairs()
     no_inner = set()
@@ -219,7 +219,7 @@ def test_no_giveaway_means_no_side_text_in_visible_text():
     """Without the giveaway, every side turn shows a checking turn's text (the `check` pool,
     which the honest twin shows in the same turn) or, hidden, the text of the main turn it
     rides in: never the side oracle's own text nor the side task's instruction."""
-    from control_osworld.agent.scripted import _texts
+    from control_osworld.control.scripted import _texts
 
     cat, pairs = _real_pairs()
     for main, side in pairs:
@@ -245,8 +245,8 @@ def test_one_model_plays_matched_honest_and_attack_samples_apart():
     model instance: each must get its own plan (the attack one with the side steps)."""
     from control_arena import EvalMode
 
-    from control_osworld.agent.scripted import ScriptedModel
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.scripted import ScriptedModel
+    from control_osworld.control.setting import OSWorldControlSetting
 
     setting = OSWorldControlSetting(main_tasks=["os-archive-logs"], side_tasks=["delete-ledger-backup"])
     [h] = setting.get_dataset(EvalMode.HONEST)

@@ -13,8 +13,8 @@ from inspect_ai import eval as inspect_eval
 from PIL import Image
 
 from control_osworld.agent import a11y
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import read_run_records, runs_table
-from control_osworld.task import osworld_control
 from tests.agent.fake_api import FakeChatAPI
 from tests.conftest import require
 from tests.desktop.conftest import local_ready

@@ -12,8 +12,8 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from PIL import Image
 
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import runs_table
-from control_osworld.task import osworld_control
 from tests.agent.fake_api import FakeAPI
 from tests.conftest import require
 from tests.desktop.conftest import local_ready

@@ -10,7 +10,7 @@ from inspect_ai.util import Store
 
 from control_osworld import sample_store
 from control_osworld.agent import loop
-from control_osworld.agent.scripted import PASSIVE, _oracle_turns, build_plan, split_at_waits
+from control_osworld.control.scripted import PASSIVE, _oracle_turns, build_plan, split_at_waits
 from control_osworld.osworld.loader import REPO
 
 
@@ -73,7 +73,7 @@ def test_the_scripted_model_waits_for_an_idle_desktop_unless_the_loop_just_did(m
 
     from inspect_ai.model import ChatMessageUser, GenerateConfig
 
-    from control_osworld.agent import scripted
+    from control_osworld.control import scripted
 
     calls: list[int] = []
 
@@ -119,7 +119,7 @@ def test_a_turn_after_one_that_only_looked_or_waited_on_an_idle_desktop_needs_no
 
     from inspect_ai.model import ChatMessageUser, GenerateConfig
 
-    from control_osworld.agent import scripted
+    from control_osworld.control import scripted
 
     busy = {"now": False}
     calls: list[int] = []

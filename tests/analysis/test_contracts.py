@@ -76,7 +76,7 @@ def test_the_dilemma_runs_table_keeps_its_columns():
 def test_the_setting_writes_only_declared_sample_metadata():
     from control_arena import EvalMode
 
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.setting import OSWorldControlSetting
     from tests.agent.test_loop import DIRS
 
     setting = OSWorldControlSetting(**DIRS, main_tasks=["write_note"])

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from control_osworld.analysis import runs as R
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import run_policy
-from control_osworld.task import osworld_control
 
 
 def _header(metadata):

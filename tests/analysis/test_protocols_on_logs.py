@@ -133,9 +133,9 @@ def test_live_stop_on_suspicion_equals_post_hoc(offline, tmp_path):
     from inspect_ai.model import get_model
 
     from control_osworld.analysis.protocols import stop_on_suspicion_outcome
+    from control_osworld.control.task import osworld_control
     from control_osworld.logs import runs_table
     from control_osworld.monitoring.store import ScoreStore
-    from control_osworld.task import osworld_control
 
     log_dir, logs = offline
     task = osworld_control(mode="attack", main_tasks=MAIN, side_tasks=SIDE, tasks_dir=str(ROOT / "tasks"),

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from control_osworld.control.task import osworld_control
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.progress import progress_log
-from control_osworld.task import osworld_control
 from tests.desktop.cdp import Browser
 from tests.desktop.test_live_view import _require_view_tools
 from tests.desktop.test_takeover import chord, type_text, wait_for

@@ -141,8 +141,8 @@ def test_an_eval_runs_on_it(runtime, disk, tmp_path):
 
     from inspect_ai import eval as inspect_eval
 
+    from control_osworld.control.task import osworld_control
     from control_osworld.logs import runs_table
-    from control_osworld.task import osworld_control
 
     data = Path(__file__).parents[1] / "agent" / "data"
     task = osworld_control(tasks_dir=str(data / "tasks"), side_tasks_dir=str(data / "side_tasks"),

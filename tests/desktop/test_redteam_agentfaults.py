@@ -62,8 +62,8 @@ def _run(provider: str, script: list[tuple[str, dict]], tmp_path):
     """The attack through a whole run: its log's sample, run record and score, after checking
     that the run completed, escaped at t* = 1 and every later check still sees the escape."""
     provider_ready(provider)
+    from control_osworld.control.task import osworld_control
     from control_osworld.logs import read_run_records
-    from control_osworld.task import osworld_control
 
     task = osworld_control(mode="attack", main_tasks="os-find-largest", side_tasks="tamper-evidence",
                            provider=provider, allow_bash=True, budget=len(script) + 2, action_timeout=30)

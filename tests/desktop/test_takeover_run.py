@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from control_osworld.control.task import osworld_control
 from control_osworld.desktop.human_input import read_events
 from control_osworld.logs import read_run_records, runs_table
 from control_osworld.progress import progress_log
-from control_osworld.task import osworld_control
 from tests.desktop.cdp import Browser
 from tests.desktop.test_human_run import DIRS, press
 from tests.desktop.test_live_view import _require_view_tools

@@ -259,10 +259,10 @@ def test_tamper_strategy_changes_no_recorded_verdict(provider, tmp_path):
     provider_ready(provider)
     from inspect_ai import eval as inspect_eval
 
-    from control_osworld.agent.scripted import build_plan, tamper_turns
-    from control_osworld.catalogue import Catalogue
+    from control_osworld.control.catalogue import Catalogue
+    from control_osworld.control.scripted import build_plan, tamper_turns
+    from control_osworld.control.task import osworld_control
     from control_osworld.logs import read_run_records
-    from control_osworld.task import osworld_control
 
     task = osworld_control(mode="attack", main_tasks="os-find-largest", side_tasks="tamper-evidence",
                            provider=provider)

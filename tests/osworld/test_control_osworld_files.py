@@ -239,7 +239,7 @@ def test_a_checker_that_cannot_run_here_is_unknown_not_no(run, want):
 def test_the_setting_runs_them_and_hand_held_instruction_is_selectable(examples):
     from control_arena import EvalMode
 
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.setting import OSWorldControlSetting
 
     base = dict(tasks_dir=str(examples), side_tasks_dir=str(examples))
     attack = OSWorldControlSetting(**base).get_dataset(EvalMode.ATTACK)
@@ -275,7 +275,7 @@ def test_the_setting_runs_them_and_hand_held_instruction_is_selectable(examples)
 
 
 def test_hand_held_instruction_is_a_task_option_recorded_in_the_log_header(examples):
-    from control_osworld.task import osworld_control
+    from control_osworld.control.task import osworld_control
 
     t = osworld_control(mode="attack", tasks_dir=str(examples), side_tasks_dir=str(examples),
                         hand_held_instruction=True, side_tasks=f"{TB_MAIN}_side")

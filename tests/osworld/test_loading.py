@@ -414,7 +414,7 @@ def test_repository_copy_with_one_broken_file_still_loads_the_rest(tmp_path):
 
 
 def test_evidence_tampering_is_paired_only_when_named():
-    from control_osworld.catalogue import Catalogue
+    from control_osworld.control.catalogue import Catalogue
 
     cat = Catalogue.load()
     mains = cat.runnable_main_tasks()

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from control_osworld.catalogue import Catalogue
 from control_osworld.config_file import ConfigError
+from control_osworld.control.catalogue import Catalogue
 from control_osworld.osworld import design as dz
 from control_osworld.osworld.loader import REPO, load_side_tasks, load_tasks
 from control_osworld.osworld.names import ON_REQUEST_CATEGORIES
@@ -79,7 +79,7 @@ def test_the_offline_main_job_runs_the_designs_samples(tmp_path):
     """configs/offline.yaml reads side_tasks/pairings.yaml: of the runs the rules give without it,
     exactly the design's pairings, with the same sample ids, order, inputs and model seed; only
     the design keys are new."""
-    from control_osworld.run import RunConfig, build_tasks
+    from control_osworld.control.run import RunConfig, build_tasks
 
     cfg = RunConfig.load(REPO / "configs/offline.yaml")
     assert cfg.pairings_file == str(dz.DEFAULT_FILE) and cfg.hand_held_instruction is False
@@ -217,7 +217,7 @@ def test_files_present_rule(tmp_path):
 def test_setting_runs_a_hand_made_design_and_refuses_side_tasks_outside_it(tmp_path):
     from control_arena import EvalMode
 
-    from control_osworld.setting import OSWorldControlSetting
+    from control_osworld.control.setting import OSWorldControlSetting
 
     p = tmp_path / "two.yaml"
     d = dz.Design(design="two", k=1, pairings=[
@@ -299,8 +299,8 @@ def test_generate_by_category(loaded):
 def test_run_config_and_task_options_reach_the_samples(tmp_path):
     """-T pairings_file (relative to the working directory or the repository) and the run
     config's hand_held_instruction reach every sample."""
-    from control_osworld.run import RunConfig, build_tasks
-    from control_osworld.task import osworld_control
+    from control_osworld.control.run import RunConfig, build_tasks
+    from control_osworld.control.task import osworld_control
 
     t = osworld_control(mode="attack", pairings_file="side_tasks/pairings.yaml", main_tasks="os-archive-logs",
                         side_tasks="delete-ledger-backup", hand_held_instruction=True)

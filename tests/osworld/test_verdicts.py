@@ -168,7 +168,7 @@ def test_the_scorer_says_noanswer_for_unknown_and_control_arena_reads_it_as_miss
     from control_arena.analysis._samples_df import score_values
     from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER
 
-    from control_osworld.scoring import verdict
+    from control_osworld.control.scoring import verdict
 
     assert verdict(None) == NOANSWER and verdict(1.0) == CORRECT and verdict(0.0) == INCORRECT
     assert verdict(1.0, done=False) == INCORRECT

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from control_osworld.config_file import ConfigError
-from control_osworld.run import RunConfig, build_tasks
+from control_osworld.control.run import RunConfig, build_tasks
 
 GOOD = "pairings:\n  - untrusted_model: scripted/oracle\nmodes: [honest]\nmain_tasks: [mp-fix-json]\n"
 

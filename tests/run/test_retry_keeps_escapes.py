@@ -22,7 +22,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolCall
 
-from control_osworld.agent.scripted import ScriptedModel
+from control_osworld.control.scripted import ScriptedModel
 from tests.conftest import require
 from tests.desktop.conftest import local_ready
 

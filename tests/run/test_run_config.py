@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from control_osworld.cli import main
 from control_osworld.config_file import ConfigError
-from control_osworld.run import RunConfig
+from control_osworld.control.run import RunConfig
 
 GOOD = "pairings:\n  - untrusted_model: scripted/oracle\n"
 
@@ -80,7 +80,7 @@ def test_sandbox_config_refuses_an_unknown_provider():
 
 
 def test_task_refuses_an_unknown_provider_when_built():
-    from control_osworld.task import osworld_control
+    from control_osworld.control.task import osworld_control
 
     with pytest.raises(ValidationError) as e:
         osworld_control(provider="cloud9", main_tasks=["none"])
@@ -106,7 +106,7 @@ def test_readme_lists_exactly_the_known_providers():
 
 
 def test_a_remote_pool_and_its_reset_reach_every_samples_desktop(tmp_path):
-    from control_osworld.run import build_tasks
+    from control_osworld.control.run import build_tasks
 
     p = _config(tmp_path, GOOD + "modes: [honest]\nprovider: remote\nmain_tasks: [mp-fix-json]\n"
                 "url: http://10.0.0.5:5000,http://10.0.0.6:5000\nremote_reset: ./revert {url}\n")
@@ -118,7 +118,7 @@ def test_a_remote_pool_and_its_reset_reach_every_samples_desktop(tmp_path):
 
 
 def test_live_view_reaches_every_samples_desktop(tmp_path):
-    from control_osworld.run import build_tasks
+    from control_osworld.control.run import build_tasks
 
     for on in (False, True):
         p = _config(tmp_path, GOOD + f"modes: [honest]\nmain_tasks: [mp-fix-json]\nlive_view: {str(on).lower()}\n")

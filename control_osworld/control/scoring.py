@@ -16,6 +16,7 @@ from inspect_ai.scorer import CORRECT, INCORRECT, NOANSWER, Score, Target, accur
 from inspect_ai.solver import TaskState
 
 from control_osworld.contracts import sample_metadata
+from control_osworld.desktop.integrity import integrity_record
 from control_osworld.sample_store import sample_store
 from control_osworld.trajectory import Trajectory
 
@@ -35,7 +36,7 @@ def trajectory_of(state: TaskState) -> Trajectory:
 def osworld_scorer():
     async def score(state: TaskState, target: Target) -> Score:
         from control_osworld.agent.tools import desktop
-        from control_osworld.catalogue import Catalogue
+        from control_osworld.control.catalogue import Catalogue
 
         extra = sample_metadata(state.metadata)
         traj = trajectory_of(state)
@@ -90,18 +91,3 @@ def osworld_scorer():
         )
 
     return score
-
-
-async def integrity_record(env) -> dict:
-    """The desktop provider's integrity record (evidence_trust and limit counters)."""
-    import asyncio
-
-    from control_osworld.desktop import get_provider
-
-    handle = getattr(env, "handle", None)
-    if handle is None:
-        return {"evidence_trust": "unknown"}
-    try:
-        return await asyncio.to_thread(get_provider(handle.provider).integrity, handle)
-    except Exception as e:  # never lose the score over it
-        return {"evidence_trust": handle.info.get("evidence_trust", "unknown"), "error": str(e)}

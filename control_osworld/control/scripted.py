@@ -428,7 +428,7 @@ class ScriptedModel(ModelAPI):
         self._plans: dict[tuple, Plan] = {}
 
     def plan_for(self, metadata: dict, sample_id: str, epoch: int) -> Plan:
-        from control_osworld.catalogue import Catalogue
+        from control_osworld.control.catalogue import Catalogue
 
         extra = metadata.get("metadata", {})
         side_id = extra.get("side_task_id")
