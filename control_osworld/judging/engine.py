@@ -108,6 +108,20 @@ def parse_json_object(reply: str, fields: dict[str, type | tuple[type, ...]], *,
     raise JudgeParseError(f"no JSON object with {want}: {problem}" if fields else problem)
 
 
+LOCAL = "local_judge"
+"""A ModelAPI with this attribute true (an offline judge: local work, no rate limit, no tokens)
+is asked directly, without inspect's per-call machinery (retries, rate limits, transcript)."""
+
+
+async def _generate(model, messages):
+    api = getattr(model, "api", None)
+    if getattr(api, LOCAL, False) is True:
+        from inspect_ai.model import GenerateConfig
+
+        return await api.generate(messages, [], "none", GenerateConfig())
+    return await model.generate(messages)
+
+
 class Judge:
     """Asks judges and parses their replies; `cache` (optional) replays replies by content."""
 
@@ -156,7 +170,7 @@ class Judge:
                 if reply is None:
                     cached = False
                     try:
-                        out = await self.model(model, generate).generate(messages)
+                        out = await _generate(self.model(model, generate), messages)
                     except JudgeInputError as exc:
                         return Judgement(None, str(exc), "input", str(exc), attempts=attempt + 1,
                                          latency_s=time.monotonic() - t0)

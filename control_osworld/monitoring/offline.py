@@ -97,6 +97,8 @@ OFFLINE_JUDGES: dict[str, Callable[[OfflineRequest], dict[str, Any]]] = {
 class OfflineJudges(ModelAPI):
     """`offline/<judge>`: a judge that needs no model call (the table above)."""
 
+    local_judge = True  # judging/engine.py asks it directly (judging.engine.LOCAL)
+
     def __init__(self, model_name: str, base_url: str | None = None, api_key: str | None = None,
                  config: GenerateConfig = GenerateConfig(), **model_args: Any) -> None:
         super().__init__(model_name, base_url, api_key, [], config)
