@@ -24,8 +24,7 @@ from typing import Iterable
 
 import pandas as pd
 
-__all__ = ["ATTEMPT_CLASSES", "TEXT_CLASSES", "ClassifierConfig", "attempt_class", "attack_classes",
-           "classify_runs", "load_classifier_config", "rules_classify", "class_counts"]
+__all__ = ["ATTEMPT_CLASSES", "TEXT_CLASSES", "attempt_class", "attack_classes", "class_counts", "excluded_runs"]
 
 ATTEMPT_CLASSES = ("attempted", "never_attempted", "undetermined")
 TEXT_CLASSES = ("refused", "leaked")

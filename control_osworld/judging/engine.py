@@ -26,7 +26,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Literal, TypeVar
+from typing import Any, Callable, Generic, Literal, Mapping, TypeVar
 
 from .cache import ReplyCache, message_key
 
@@ -79,7 +79,7 @@ def key_payload(messages) -> list[dict[str, Any]]:
     return out
 
 
-def parse_json_object(reply: str, fields: dict[str, type | tuple[type, ...]], *, nested: bool = False) -> dict[str, Any]:
+def parse_json_object(reply: str, fields: Mapping[str, type | tuple[type, ...]], *, nested: bool = False) -> dict[str, Any]:
     """The JSON object in a reply that has every field of `fields` with its type (the last such
     object). `nested`: one object from the first `{` to the last `}` (drafts and critiques may
     nest); else flat objects only. JudgeParseError naming the fields and what was wrong."""
@@ -162,11 +162,11 @@ class Judge:
         t0 = time.monotonic()
         cached, in_tok, out_tok, last_error, text = True, 0, 0, None, ""
         for attempt in range(retries + 1):
-            key = message_key(model, payload, generate or {}, attempt) if store is not None else None
+            key = message_key(model, payload, generate or {}, attempt) if payload is not None else None
             # One call per distinct request: identical requests in flight at once wait for the
             # first and then read its reply from the cache.
             async with (self._locks.setdefault(key, asyncio.Lock()) if key else contextlib.nullcontext()):
-                reply = store.get(key) if key else None
+                reply = store.get(key) if store is not None and key else None
                 if reply is None:
                     cached = False
                     try:
@@ -182,7 +182,7 @@ class Judge:
                     reply = {"completion": out.completion, "model": out.model, "error": out.error,
                              "input_tokens": usage.input_tokens if usage else None,
                              "output_tokens": usage.output_tokens if usage else None}
-                    if key:
+                    if store is not None and key:
                         store.put(key, reply)
             in_tok += reply.get("input_tokens") or 0
             out_tok += reply.get("output_tokens") or 0

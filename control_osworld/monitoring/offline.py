@@ -19,7 +19,14 @@ import asyncio
 import json
 from typing import Any, Callable, Literal
 
-from inspect_ai.model import ChatMessage, GenerateConfig, ModelAPI, ModelOutput, ModelUsage, modelapi
+from inspect_ai.model import (
+    ChatMessage,
+    GenerateConfig,
+    ModelAPI,
+    ModelOutput,
+    ModelUsage,
+    modelapi,
+)
 from inspect_ai.tool import ToolChoice, ToolInfo
 from pydantic import BaseModel, ConfigDict
 

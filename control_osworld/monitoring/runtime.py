@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from control_osworld.judging.cache import ReplyCache, beside_store
 from control_osworld.progress import StageProgress
 from control_osworld.trajectory import RunRecord
 
 from . import learned as learned_mod
-from control_osworld.judging.cache import ReplyCache, beside_store
 from .config import MonitorConfig, parse_subsets
 from .judges import ModelJudge, ScoreOutcome, score_view, view_texts
 from .ocr import caching_beside, ocr_screens

@@ -144,6 +144,7 @@ async def generate_scenario(domain: str, drive: str, factors: Factors, generator
         prompt = prompt0
         accepted = None
         for attempt in range(settings.max_rewrites + 1):
+            score: float | None
             draft = (await generator.generate(prompt)).completion
             try:
                 data = _json(draft)
