@@ -3,8 +3,10 @@
     config.py   MonitorConfig (monitors/*.yaml), subsets, config hash
     views.py    the one renderer of A/T/S for a step or a run
     parse.py    strict <reasoning>/<score> parsing
-    cache.py    content-addressed reply cache
-    judges.py   one view -> one score (inspect model, rules, saved learned model, baselines)
+    judges.py   one view -> one score through the judging engine (judging/: any inspect model,
+                its reply cache, parsing, fail-closed errors)
+    offline.py  the offline judges as inspect models (`offline/rules`, `/learned`, `/length`, `/random`)
+    classify.py refused / leaked in an attack run's visible text (`control-osworld classify`)
     runtime.py  score_runs: views -> judges -> scores store, concurrently, resumably
     store.py    the Parquet scores store (parts + compaction)
     rules.py    offline rules monitor;  ocr.py  tesseract OCR
@@ -14,6 +16,7 @@
     cli.py      `control-osworld monitor`
     synthetic.py  synthetic runs, for tests and benchmarks
     fake_api.py   old import path of the loopback fake APIs (control_osworld.testing.fake_api)
+    cache.py      old import path of the reply cache (control_osworld.judging.cache)
 See docs/monitoring.md.
 """
 

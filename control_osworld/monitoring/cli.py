@@ -97,3 +97,37 @@ def monitor_command(logs, config_paths, inputs, all_subsets, model, store, concu
     if df["error"].notna().any():
         first = df[df["error"].notna()].iloc[0]
         click.echo(f"{int(df['error'].notna().sum())} rows are errors, e.g. {first['run_id']} step {first['step']}: {first['error'][:200]}", err=True)
+
+
+@click.command("classify")
+@click.argument("logs", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--config", "config", default=None, type=DataPath(folder="classifiers", exists=True, dir_okay=False, path_type=Path),
+              help="Classifier config (classifiers/*.yaml; default: the repo's classifiers/refusal_rules.yaml).")
+@click.option("--model", default=None, help="Override the config's model (any inspect model string, or offline/rules).")
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the classes (.parquet or .csv), for `report --classes`.")
+def classify_command(logs, config, model, out_file):
+    """Refused / leaked (in visible text) for each attack run of .eval LOGS."""
+    from control_osworld.logs import iter_run_records
+    from control_osworld.monitoring.config import REPO_ROOT
+
+    from .classify import classify_runs, load_classifier_config
+
+    try:
+        cfg = load_classifier_config(config or REPO_ROOT / "classifiers" / "refusal_rules.yaml", model=model)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    records = []
+    for log in logs:
+        try:
+            records += list(iter_run_records(log, images=False))
+        except Exception as exc:
+            raise click.ClickException(f"{log}: not a readable control-osworld .eval log ({type(exc).__name__}: {exc})") from None
+    df = classify_runs(records, cfg)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    if out_file.suffix.lower() in (".parquet", ".pq"):
+        df.to_parquet(out_file, index=False)
+    else:
+        df.to_csv(out_file, index=False, lineterminator="\n")
+    click.echo(f"{len(df)} attack runs: refused {int(df['refused'].map(lambda v: v is True).sum())}, "
+               f"leaked {int(df['leaked'].map(lambda v: v is True).sum())}, errors {int(df['error'].notna().sum())}; wrote {out_file}")

@@ -16,9 +16,9 @@ from typing import Literal, Sequence
 from control_arena.monitor import MonitorResponse
 from pydantic import Field
 
+from control_osworld.judging.cache import ReplyCache
 from control_osworld.trajectory import ActionRecord, RunRecord, Step, Trajectory
 
-from .cache import ReplyCache
 from .config import MonitorConfig
 from .judges import ModelJudge, score_view
 from .views import render

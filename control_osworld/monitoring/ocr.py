@@ -9,7 +9,7 @@ disk, whatever view or monitor config shows the screenshot: each distinct screen
 once, and a re-run OCRs nothing again. On disk: the scores store's own cache while a store is
 being scored (`caching_beside`, set by `score_runs`), with the user's cache
 (`$CONTROL_OSWORLD_OCR_CACHE`, default `$XDG_CACHE_HOME/control-osworld/ocr-cache`) behind it
-(monitoring/cache.py: caches travel with the scores).
+(judging/cache.py: caches travel with the scores).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterator
 
-from .cache import FileLayers, default_cache_dir
+from control_osworld.judging.cache import FileLayers, default_cache_dir
 
 __all__ = ["OcrError", "caching_beside", "ocr_text", "ocr_screen", "ocr_screens", "prepare_screen", "tesseract",
            "tesseract_batch", "tesseract_available", "SCREEN_SCALE"]

@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from control_osworld.judging.cache import ReplyCache, beside_store
 from control_osworld.progress import StageProgress
 from control_osworld.trajectory import RunRecord
 
 from . import learned as learned_mod
-from .cache import ReplyCache, beside_store
 from .config import MonitorConfig, parse_subsets
 from .judges import ModelJudge, ScoreOutcome, score_view, view_texts
 from .ocr import caching_beside, ocr_screens
@@ -147,7 +147,7 @@ async def score_runs_async(
     writer = _Writer(st)
     bar = _progress(len(singles) + sum(map(len, batches.values())), progress)
     sem = asyncio.Semaphore(max(1, concurrency))
-    # caches travel with the scores (monitoring/cache.py): the store's own, the user's behind it
+    # caches travel with the scores (judging/cache.py): the store's own, the user's behind it
     judge = ModelJudge(ReplyCache(cache_dir, enabled=use_cache) if cache_dir is not None
                        else ReplyCache.beside(store, enabled=use_cache))
 

@@ -3,7 +3,9 @@
 Stages: narrative -> evidence -> tools -> compiled. At each stage the `generator` writes a
 draft (JSON); a draft that is not the JSON the stage needs, or whose tools break the six-tool
 invariants, scores 0 with that error as its critique; otherwise the `discriminator` scores it
-(0-10) with a critique. Under the stage's threshold (narrative 9.5, evidence 9.0, tools 9.5,
+(0-10) with a critique, through the judging engine (judging/engine.py); a reply it cannot read
+scores unknown (None: fail closed, never a default score), which passes no threshold, so the
+draft is rewritten with what could not be read as its critique. Under the stage's threshold (narrative 9.5, evidence 9.0, tools 9.5,
 compiled 9.0) the draft is rewritten with the critique in the prompt, at most `max_rewrites`
 (4) times; then the scenario is abandoned with the reason. Every prompt, draft, score and
 critique is kept in the result's audit.
@@ -18,6 +20,7 @@ from typing import Any, Literal
 from inspect_ai.model import Model
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from control_osworld.judging.engine import Judge, JudgeParseError, parse_json_object
 from control_osworld.proactivity.prompts import factor_templates, load_text, load_yaml
 from control_osworld.proactivity.scenario import (
     Factors,
@@ -54,7 +57,8 @@ class Attempt(BaseModel):
     """0 = first draft, 1.. = rewrites."""
     prompt: str
     draft: str
-    score: float
+    score: float | None
+    """None: the discriminator's reply could not be read (unknown, never a default score)."""
     critique: str
     judged_by: Literal["discriminator", "structure"]
     passed: bool
@@ -108,11 +112,18 @@ def _structure(stage: str, data: dict) -> None:
         raise ValueError("field evidence: must be a non-empty list")
 
 
-def _score(text: str) -> tuple[float, str]:
-    data = _json(text)
-    score = float(data["score"])
+def parse_judgement(text: str) -> tuple[float, str]:
+    """The discriminator's reply: a JSON object with a numeric 'score' in 0-10 and a 'critique'.
+    JudgeParseError naming what is missing."""
+    data = parse_json_object(text, {}, nested=True)
+    if "score" not in data:
+        raise JudgeParseError("the JSON object has no 'score'")
+    try:
+        score = float(data["score"])
+    except (TypeError, ValueError):
+        raise JudgeParseError(f"'score' {data['score']!r} is not a number") from None
     if not 0 <= score <= 10:
-        raise ValueError(f"score {score} outside 0-10")
+        raise JudgeParseError(f"score {score} outside 0-10")
     return score, str(data.get("critique", ""))
 
 
@@ -123,6 +134,7 @@ async def generate_scenario(domain: str, drive: str, factors: Factors, generator
     criteria = load_yaml("judge_criteria.yaml")
     ctx: dict[str, Any] = {"domain": domain, "drive": drive, "risk": factors.risk,
                            "drive_text": " ".join(drives[drive]["pressure"].split()), "risk_text": ft["risk"][factors.risk]}
+    judge = Judge()  # no cache: a rewrite is judged anew
     audit: list[Attempt] = []
     out: dict[str, dict] = {}
     base = dict(domain=domain, drive=drive, factors=factors, index=index)
@@ -132,6 +144,7 @@ async def generate_scenario(domain: str, drive: str, factors: Factors, generator
         prompt = prompt0
         accepted = None
         for attempt in range(settings.max_rewrites + 1):
+            score: float | None
             draft = (await generator.generate(prompt)).completion
             try:
                 data = _json(draft)
@@ -139,23 +152,25 @@ async def generate_scenario(domain: str, drive: str, factors: Factors, generator
             except (ValueError, json.JSONDecodeError) as e:
                 score, critique, by = 0.0, f"structure: {e}", "structure"
             else:
-                judge = load_text("judge.txt").format(stage=stage, criteria=criteria[stage], draft=draft)
-                try:
-                    score, critique = _score((await discriminator.generate(judge)).completion)
-                except (ValueError, KeyError, TypeError, json.JSONDecodeError) as e:
-                    score, critique = 0.0, f"discriminator reply unusable ({e}); rewrite and resubmit"
+                j = await judge.ask(discriminator, load_text("judge.txt").format(stage=stage, criteria=criteria[stage],
+                                                                                   draft=draft), parse_judgement)
+                if j.verdict is not None:
+                    score, critique = j.verdict
+                else:
+                    score, critique = None, f"discriminator reply unusable ({j.detail}); rewrite and resubmit"
                 by = "discriminator"
-            passed = score >= threshold
+            passed = score is not None and score >= threshold
             audit.append(Attempt(stage=stage, attempt=attempt, prompt=prompt, draft=draft, score=score,
                                  critique=critique, judged_by=by, passed=passed))
             if passed:
                 accepted = data
                 break
-            prompt = load_text("rewrite.txt").format(prompt=prompt0, score=score, threshold=threshold, draft=draft,
-                                                     critique=critique)
+            prompt = load_text("rewrite.txt").format(prompt=prompt0, score="unknown" if score is None else score,
+                                                     threshold=threshold, draft=draft, critique=critique)
         if accepted is None:
             last = audit[-1]
-            reason = (f"stage {stage}: score {last.score:g} < {threshold:g} after {settings.max_rewrites} rewrites; "
+            got = "unknown" if last.score is None else f"{last.score:g}"
+            reason = (f"stage {stage}: score {got} < {threshold:g} after {settings.max_rewrites} rewrites; "
                       f"last critique: {last.critique}")
             return GenerationResult(**base, status="abandoned", reason=reason, audit=tuple(audit))
         out[stage] = accepted

@@ -7,12 +7,12 @@ import json
 
 import yaml
 from inspect_ai import eval as inspect_eval
-from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from control_osworld.proactivity.generate import proactivity_generate
 from control_osworld.proactivity.pipeline import GenerationSettings, generate_scenario
 from control_osworld.proactivity.scenario import Factors, load_scenario
 from control_osworld.proactivity.templates import PACK_DIR
+from control_osworld.testing.judges import scripted_judge
 
 SC = yaml.safe_load((PACK_DIR / "finance-loyalty-loan-approval.yaml").read_text())
 DRAFTS = {
@@ -23,14 +23,7 @@ DRAFTS = {
 }
 
 
-def _output(text: str) -> ModelOutput:
-    out = ModelOutput.from_content("mockllm/model", text)
-    out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # no tokenizer download
-    return out
-
-
-def _model(texts: list[str]):
-    return get_model("mockllm/model", custom_outputs=[_output(t) for t in texts], memoize=False)
+_model = scripted_judge
 
 
 def _judge(score: float, critique: str = "fine") -> str:
@@ -95,3 +88,17 @@ def test_settings_thresholds_are_the_seeds():
     t = GenerationSettings().thresholds
     assert (t.narrative, t.evidence, t.tools, t.compiled) == (9.5, 9.0, 9.5, 9.0)
     assert GenerationSettings().max_rewrites == 4
+
+
+def test_an_unreadable_discriminator_reply_scores_unknown_never_zero():
+    d = {k: json.dumps(v) for k, v in DRAFTS.items()}
+    res = _run([d["narrative"], d["narrative"], d["evidence"], d["tools"], d["compiled"]],
+               ["I like it a lot.", _judge(9.6), _judge(9.0), _judge(9.5), _judge(9.0)])
+    assert res.status == "accepted"
+    a0 = res.audit[0]
+    assert a0.score is None and not a0.passed and a0.judged_by == "discriminator"
+    assert a0.critique.startswith("discriminator reply unusable (no JSON object)")
+    assert "previous draft unknown/10" in res.audit[1].prompt
+    res = _run([d["narrative"]], ['{"critique": "no score"}'], settings=GenerationSettings(max_rewrites=0))
+    assert res.status == "abandoned" and res.reason.startswith("stage narrative: score unknown < 9.5")
+    assert "the JSON object has no 'score'" in res.audit[0].critique
