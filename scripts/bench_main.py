@@ -43,7 +43,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_scale import Sampler  # noqa: E402
 
-STAGE_LINE = re.compile(r"^\[(\d\d:\d\d:\d\d)\] (agents|monitors|report): (\d+)/(\d+) ")
+# the monitors' OCR read-ahead (`monitors-ocr: k/n screenshots`) counts as the monitors stage
+STAGE_LINE = re.compile(r"^\[(\d\d:\d\d:\d\d)\] (agents|monitors|report)(?:-ocr)?: (\d+)/(\d+) ")
 
 
 def _cli() -> str:

@@ -35,6 +35,20 @@ def test_stage_times_from_a_progress_log(tmp_path):
     assert _bench().stage_times(tmp_path / "absent.log") == {}
 
 
+def test_the_monitors_ocr_read_ahead_counts_in_the_monitors_stage(tmp_path):
+    log = tmp_path / "progress.log"
+    log.write_text("\n".join([
+        "[10:00:00] agents: 4/4 samples (100%)",
+        "[10:00:01] monitors-ocr: 30 screenshots to do",
+        "[10:00:02] monitors-ocr: 12/30 screenshots (40%)",
+        "[10:05:00] monitors-ocr: 30/30 screenshots (100%)",
+        "[10:05:01] monitors: 0/100 views (0%)",
+        "[10:06:00] monitors: 100/100 views (100%)",
+    ]))
+    t = _bench().stage_times(log)
+    assert t["monitors"] == {"seconds": 358.0, "done": 100, "total": 100}
+
+
 def test_machine_busy_seconds_grow_with_work():
     b = _bench()
     t0 = b.machine_busy_seconds()

@@ -22,7 +22,7 @@ import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from control_osworld.judging.cache import FileLayers, default_cache_dir
 
@@ -232,11 +232,15 @@ def ocr_screen(data: bytes, scale: float = SCREEN_SCALE) -> str:
     return _ocr_by_hash(_screen_digest(data, scale), data, lambda d: prepare_screen(d, scale))
 
 
-def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = BATCH) -> int:
+def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = BATCH, *,
+                on_todo: Callable[[int], object] | None = None,
+                on_read: Callable[[int], object] | None = None) -> int:
     """Read every screenshot of `screens` that no cache knows yet ahead of `ocr_screen`, `batch`
     images per tesseract process (`tesseract_batch`), the batches on all cores: the same texts,
     without loading tesseract's model once per image. Returns how many screenshots were read.
-    A batch whose output cannot be split is read image by image, as `ocr_screen` would."""
+    A batch whose output cannot be split is read image by image, as `ocr_screen` would.
+    `on_todo(n)`: called once with how many screenshots will be read; `on_read(k)`: after each
+    batch, with how many it read (for a progress bar; called from the worker threads)."""
     from concurrent.futures import ThreadPoolExecutor
 
     layers = _layers()  # read here: the worker threads do not see this context's store cache
@@ -246,6 +250,8 @@ def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = 
         if digest not in todo and _known(digest, layers) is None:
             todo[digest] = data
     items = list(todo.items())
+    if on_todo is not None:
+        on_todo(len(items))
 
     def run(chunk: list[tuple[str, bytes]]) -> None:
         prepared = [prepare_screen(d, scale) for _, d in chunk]
@@ -255,6 +261,8 @@ def ocr_screens(screens: list[bytes], scale: float = SCREEN_SCALE, batch: int = 
         for (digest, _), text in zip(chunk, texts):
             layers.write(digest, text)
             _MEMO[digest] = text
+        if on_read is not None:
+            on_read(len(chunk))
 
     chunks = [items[i:i + batch] for i in range(0, len(items), batch)]
     with ThreadPoolExecutor(max(1, min(len(chunks), os.cpu_count() or 2))) as pool:

@@ -87,6 +87,38 @@ def _progress(total: int, enabled: bool | None) -> StageProgress:
     return StageProgress("monitors", total, "views", bar=False if off else None, plain=False if off else None)
 
 
+async def _read_ahead(ocr_dir: Path, items: list[_Item], progress: bool | None) -> None:
+    """OCR, ahead of scoring, the screenshots offline judges will read, in batches
+    (`ocr.ocr_screens`: the same texts, one tesseract start per batch instead of one per
+    screenshot), with its own progress (`monitors-ocr: k/n screenshots`): on a cold cache this is
+    most of the monitors' time. What cannot be read ahead is read view by view (a failure: that
+    row's error)."""
+    reading = [i for i in items if i.config.model in OCR_JUDGES and "S" in i.inputs.split("+")]
+    shots = {id(i.run): [d for d in i.run.images.values() if d[:8] == PNG_MAGIC] for i in reading}
+    if not shots:
+        return
+    off = progress is False
+    bars: list[StageProgress] = []
+
+    def todo(n: int) -> None:
+        if n:
+            bars.append(StageProgress("monitors-ocr", n, "screenshots", bar=False if off else None,
+                                      plain=False if off else None))
+
+    def read(k: int) -> None:
+        if bars:
+            bars[0].advance(k)
+
+    try:
+        with caching_beside(ocr_dir):
+            await asyncio.to_thread(ocr_screens, [d for ds in shots.values() for d in ds], on_todo=todo, on_read=read)
+    except Exception:
+        pass
+    finally:
+        for b in bars:
+            b.close()
+
+
 def _items(runs: list[RunRecord], configs: list[MonitorConfig], subsets: list[str]) -> list[_Item]:
     items = []
     for c in configs:
@@ -144,6 +176,8 @@ async def score_runs_async(
             batches[(i.config.name, i.inputs)].append(i)
     singles = [i for i in todo if i.config.name not in cross_names]
 
+    ocr_dir = beside_store(store) / "ocr"
+    await _read_ahead(ocr_dir, [*singles, *(i for b in batches.values() for i in b)], progress)
     writer = _Writer(st)
     bar = _progress(len(singles) + sum(map(len, batches.values())), progress)
     sem = asyncio.Semaphore(max(1, concurrency))
@@ -200,17 +234,7 @@ async def score_runs_async(
                                  f"P(attack) = {p:.3f} from a model fitted on {how}", attempts=1), nbytes)
 
     try:
-        with caching_beside(beside_store(store) / "ocr"):  # the tasks gather starts copy this context
-            # the screenshots offline judges will OCR, read ahead in batches (ocr.ocr_screens):
-            # the same texts, one tesseract start per batch instead of one per screenshot
-            reading = [i for i in [*singles, *(i for b in batches.values() for i in b)]
-                       if i.config.model in OCR_JUDGES and "S" in i.inputs.split("+")]
-            shots = {id(i.run): [d for d in i.run.images.values() if d[:8] == PNG_MAGIC] for i in reading}
-            if shots:
-                try:
-                    await asyncio.to_thread(ocr_screens, [d for ds in shots.values() for d in ds])
-                except Exception:
-                    pass  # what could not be read ahead is read view by view (a failure: that row's error)
+        with caching_beside(ocr_dir):  # the tasks gather starts copy this context
             await asyncio.gather(*(one(i) for i in singles), *(learned_batch(b) for b in batches.values()))
     finally:
         writer.flush()

@@ -308,3 +308,44 @@ def test_a_batch_that_cannot_be_split_is_read_image_by_image(monkeypatch, tmp_pa
     shots = [_text_png(["one"]), _text_png(["two words"])]
     assert ocr.ocr_screens(shots) == 2
     assert [ocr.ocr_screen(s) for s in shots] == [f"{len(ocr.prepare_screen(s))} bytes" for s in shots]
+
+
+def test_ocr_screens_reports_what_it_will_read_and_each_batch(monkeypatch, tmp_path):
+    from control_osworld.monitoring import ocr
+
+    monkeypatch.setenv("CONTROL_OSWORLD_OCR_CACHE", str(tmp_path / "ocr"))
+    monkeypatch.setattr(ocr, "_MEMO", {})
+    monkeypatch.setattr(ocr, "tesseract_batch", lambda images: ["text"] * len(images))
+    shots = [_text_png([f"line {i}"]) for i in range(7)]
+    todo, read = [], []
+    assert ocr.ocr_screens([*shots, shots[0]], batch=3, on_todo=todo.append, on_read=read.append) == 7
+    assert todo == [7] and sorted(read) == [1, 3, 3]
+    todo.clear()
+    read.clear()
+    assert ocr.ocr_screens(shots, on_todo=todo.append, on_read=read.append) == 0  # all known now
+    assert todo == [0] and read == []
+
+
+def test_the_monitors_ocr_read_ahead_shows_progress_in_the_log(monkeypatch, tmp_path):
+    """On a cold cache the OCR read-ahead is most of the monitor stage (issue 21): it has its own
+    progress lines (`monitors-ocr: k/n screenshots`), before the views' own, in the job's log."""
+    from control_osworld.monitoring import ocr
+    from control_osworld.progress import progress_log
+
+    monkeypatch.setenv("CONTROL_OSWORLD_OCR_CACHE", str(tmp_path / "user-ocr"))  # cold: nothing known
+    monkeypatch.setattr(ocr, "_MEMO", {})
+    monkeypatch.setattr(ocr, "tesseract_batch", lambda images: ["echo ok"] * len(images))
+    monkeypatch.setattr(ocr, "tesseract", lambda data: "echo ok")
+    runs = [make_run("attack", 3, side="exfil_gui_upload", main="sum_column"), make_run("honest", 4)]
+    shots = {ocr._screen_digest(d, ocr.SCREEN_SCALE) for r in runs for d in r.images.values() if d[:8] == b"\x89PNG\r\n\x1a\n"}
+    assert shots
+    log = tmp_path / "progress.log"
+    with progress_log(log):
+        df = score_runs(runs, [_rules("per_step", "S")], ["S"], tmp_path / "store", progress=False)
+    assert df["error"].isna().all()
+    lines = log.read_text().splitlines()
+    ocr_lines = [i for i, line in enumerate(lines) if "] monitors-ocr: " in line]
+    view_lines = [i for i, line in enumerate(lines) if "] monitors: " in line]
+    assert ocr_lines and view_lines and max(ocr_lines) < min(view_lines), lines
+    assert f"monitors-ocr: {len(shots)} screenshots to do" in lines[ocr_lines[0]]
+    assert f"monitors-ocr: {len(shots)}/{len(shots)} " in lines[ocr_lines[-1]], lines
