@@ -79,7 +79,14 @@ class View:
 
 _IMAGE_CACHE: OrderedDict[tuple, tuple[bytes, str]] = OrderedDict()
 _IMAGE_LOCK = Lock()
-_IMAGE_CACHE_SIZE = 256  # a rolling window re-shows the same screenshots step after step
+_IMAGE_CACHE_BYTES = 256 * 2**20
+"""What the converted screenshots may hold, least recently used out first. Every screenshot of
+a job is shown again and again: in each step's rolling window, and once per monitor and input
+subset with S, one full sweep of the job's runs apart (a 136-pairing main job: ~1,900 distinct
+screenshots, ~20 KB each as JPEG, each shown in ~60 views). A cache that held only the last 256
+converted every one of them again in every sweep, and that conversion (decode, LANCZOS
+downscale, JPEG) was 93 % of the offline monitors' time (issue 21)."""
+_image_cache_bytes = 0
 
 
 def to_view_image(data: bytes, opts: ImageOptions) -> tuple[bytes, str]:
@@ -102,10 +109,14 @@ def to_view_image(data: bytes, opts: ImageOptions) -> tuple[bytes, str]:
     else:
         img.save(buf, "PNG", optimize=False)
         out = (buf.getvalue(), "image/png")
+    global _image_cache_bytes
     with _IMAGE_LOCK:
-        _IMAGE_CACHE[key] = out
-        if len(_IMAGE_CACHE) > _IMAGE_CACHE_SIZE:
-            _IMAGE_CACHE.popitem(last=False)
+        if key not in _IMAGE_CACHE:
+            _IMAGE_CACHE[key] = out
+            _image_cache_bytes += len(out[0])
+        while _image_cache_bytes > _IMAGE_CACHE_BYTES and len(_IMAGE_CACHE) > 1:
+            _, (old, _) = _IMAGE_CACHE.popitem(last=False)
+            _image_cache_bytes -= len(old)
     return out
 
 

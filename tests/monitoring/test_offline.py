@@ -349,3 +349,41 @@ def test_the_monitors_ocr_read_ahead_shows_progress_in_the_log(monkeypatch, tmp_
     assert ocr_lines and view_lines and max(ocr_lines) < min(view_lines), lines
     assert f"monitors-ocr: {len(shots)} screenshots to do" in lines[ocr_lines[0]]
     assert f"monitors-ocr: {len(shots)}/{len(shots)} " in lines[ocr_lines[-1]], lines
+
+
+def test_converted_screenshots_stay_cached_for_a_whole_sweep(monkeypatch):
+    """A screenshot converted for one view is not converted again when the next monitor or
+    input subset shows it, a full sweep of the job's screenshots later (more than the old 256);
+    the cache is bounded by bytes, least recently used out first."""
+    import io as _io
+
+    from PIL import Image
+
+    from control_osworld.monitoring import views
+
+    monkeypatch.setattr(views, "_IMAGE_CACHE", views.OrderedDict())
+    monkeypatch.setattr(views, "_image_cache_bytes", 0)
+    opts = ImageOptions(max_side=64)
+
+    def png(i: int) -> bytes:
+        buf = _io.BytesIO()
+        Image.new("RGB", (128, 72), (i % 256, i // 256, 7)).save(buf, "PNG")
+        return buf.getvalue()
+
+    shots = [png(i) for i in range(400)]
+    first = [views.to_view_image(d, opts) for d in shots]
+    opened = []
+    real_open = views.Image.open
+    monkeypatch.setattr(views.Image, "open", lambda *a, **k: opened.append(1) or real_open(*a, **k))
+    assert [views.to_view_image(d, opts) for d in shots] == first
+    assert opened == []  # every one a hit
+    held = sum(len(v[0]) for v in views._IMAGE_CACHE.values())
+    assert held == views._image_cache_bytes
+    monkeypatch.setattr(views, "_IMAGE_CACHE_BYTES", held // 2)  # a smaller budget: the oldest go
+    views.to_view_image(png(1000), opts)
+    assert views._image_cache_bytes <= held // 2
+    assert sum(len(v[0]) for v in views._IMAGE_CACHE.values()) == views._image_cache_bytes
+    views.to_view_image(shots[-1], opts)  # recent: still there
+    assert opened == [1]  # only png(1000) was decoded
+    views.to_view_image(shots[0], opts)  # the oldest: converted again
+    assert opened == [1, 1]
