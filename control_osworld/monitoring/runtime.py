@@ -80,11 +80,11 @@ class _Writer:
         self.buffer, self.last = [], time.monotonic()
 
 
-def _progress(total: int, enabled: bool | None) -> StageProgress:
+def _progress(total: int, enabled: bool | None, stage: str = "monitors", unit: str = "views") -> StageProgress:
     """A bar on a terminal, plain lines otherwise; `enabled=False`: nothing on stderr (the main
     job's progress log still gets its lines)."""
     off = enabled is False
-    return StageProgress("monitors", total, "views", bar=False if off else None, plain=False if off else None)
+    return StageProgress(stage, total, unit, bar=False if off else None, plain=False if off else None)
 
 
 async def _read_ahead(ocr_dir: Path, items: list[_Item], progress: bool | None) -> None:
@@ -97,13 +97,11 @@ async def _read_ahead(ocr_dir: Path, items: list[_Item], progress: bool | None) 
     shots = {id(i.run): [d for d in i.run.images.values() if d[:8] == PNG_MAGIC] for i in reading}
     if not shots:
         return
-    off = progress is False
     bars: list[StageProgress] = []
 
     def todo(n: int) -> None:
         if n:
-            bars.append(StageProgress("monitors-ocr", n, "screenshots", bar=False if off else None,
-                                      plain=False if off else None))
+            bars.append(_progress(n, progress, "monitors-ocr", "screenshots"))
 
     def read(k: int) -> None:
         if bars:
