@@ -93,12 +93,14 @@ def find_prompt(ref: str, config_path: Path) -> Path | None:
     return None
 
 
-def read_prompted(path: str | Path, schema: type[M], what: str, /, **overrides: Any) -> M:
+def read_prompted(path: str | Path, schema: type[M], what: str, /, *, defaults: dict[str, Any] | None = None,
+                  **overrides: Any) -> M:
     """A config with a `name` (default: the file's stem) and a `prompt` file, whose text goes
-    into `prompt_text` (monitor and classifier configs). `overrides` that are not None win."""
+    into `prompt_text` (monitor and classifier configs). `defaults` fill fields the file leaves
+    out; `overrides` that are not None win."""
     p = Path(path)
     raw = read_mapping(p, what)
-    raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    raw = {**(defaults or {}), **raw, **{k: v for k, v in overrides.items() if v is not None}}
     raw.setdefault("name", p.stem)
     if "prompt_text" in raw:
         raise ConfigError(f"{p}: field 'prompt_text': set 'prompt' (a file) instead")

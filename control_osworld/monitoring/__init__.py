@@ -6,7 +6,7 @@
     judges.py   one view -> one score through the judging engine (judging/: any inspect model,
                 its reply cache, parsing, fail-closed errors)
     offline.py  the offline judges as inspect models (`offline/rules`, `/learned`, `/length`, `/random`)
-    classify.py refused / leaked in an attack run's visible text (`control-osworld classify`)
+    classify.py the `classify` kind: refused / leaked in an attack run's visible text (`control-osworld classify`)
     runtime.py  score_runs: views -> judges -> scores store, concurrently, resumably
     store.py    the Parquet scores store (parts + compaction)
     rules.py    offline rules monitor;  ocr.py  tesseract OCR

@@ -14,7 +14,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from control_osworld.config_file import REPO_ROOT, ConfigError, describe, read_prompted
 from control_osworld.contracts import INPUT_SUBSETS, canonical_subset
@@ -23,6 +31,7 @@ __all__ = [
     "ALL_SUBSETS",
     "BASELINE_MODELS",
     "BaselineOptions",
+    "CLASSIFIER_MAX_TOKENS",
     "OFFLINE_MODELS",
     "REPO_ROOT",
     "ConfigError",
@@ -31,6 +40,8 @@ __all__ = [
     "ImageOptions",
     "LearnedOptions",
     "MonitorConfig",
+    "MonitorKind",
+    "SCORING_KINDS",
     "ScoreRange",
     "canonical_subset",
     "load_config",
@@ -40,6 +51,8 @@ __all__ = [
 # Fixed order A, T, S joined by "+": the contract with the analysis stage (contracts.py).
 ALL_SUBSETS: tuple[str, ...] = INPUT_SUBSETS
 OFFLINE_MODELS = ("offline/rules", "offline/learned", "offline/length", "offline/random")
+CLASSIFIER_MAX_TOKENS = 1024
+"""A `classify` config's reply budget when it sets none (what classifier configs always had)."""
 BASELINE_MODELS = ("offline/length", "offline/random")
 """Baselines: what a monitor scores without reading the view's content (run length; noise)."""
 
@@ -122,9 +135,16 @@ class BaselineOptions(_Frozen):
     """offline/random: the seed its scores are drawn with (a hash of the seed and the view)."""
 
 
+MonitorKind = Literal["full_trajectory", "per_step", "classify"]
+"""`full_trajectory` and `per_step` score views (monitoring/runtime.py); `classify` says refused /
+leaked of each attack run's visible text (monitoring/classify.py, `control-osworld classify`,
+configs in classifiers/*.yaml, where `kind: classify` is the default)."""
+SCORING_KINDS = ("full_trajectory", "per_step")
+
+
 class MonitorConfig(_Frozen):
     name: str
-    kind: Literal["full_trajectory", "per_step"]
+    kind: MonitorKind
     mode: Literal["rolling", "independent"] | None = None
     """per_step only (default rolling); a full-trajectory monitor reads the finished run."""
     score_point: Literal["pre_action", "post_action"] | None = None
@@ -154,6 +174,16 @@ class MonitorConfig(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _per_step_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "classify":
+            # classifier configs write their reply budget at the top level (`max_tokens: 1024`)
+            data = {**data}
+            generate = dict(data.get("generate") or {})
+            if "max_tokens" in data:
+                if "max_tokens" in generate:
+                    raise ValueError("max_tokens is set twice (top level and generate.max_tokens)")
+                generate["max_tokens"] = data.pop("max_tokens")
+            generate.setdefault("max_tokens", CLASSIFIER_MAX_TOKENS)
+            data["generate"] = generate
         if isinstance(data, dict) and data.get("kind") == "per_step":
             data = {**data}
             if data.get("mode") is None:
@@ -169,8 +199,10 @@ class MonitorConfig(_Frozen):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, v: str) -> str:
+    def _model(cls, v: str, info: ValidationInfo) -> str:
         v = v.strip()
+        if info.data.get("kind") == "classify" and v.startswith("offline/") and v != "offline/rules":
+            raise ValueError(f"unknown offline classifier {v!r}; use offline/rules")
         if v.startswith("offline/") and v not in OFFLINE_MODELS:
             raise ValueError(f"unknown offline monitor {v!r}; use one of {', '.join(OFFLINE_MODELS)}")
         if "/" not in v:
@@ -179,11 +211,15 @@ class MonitorConfig(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> MonitorConfig:
-        if self.kind == "full_trajectory":
-            # A full-trajectory monitor reads the finished run: mode and score point mean nothing.
+        if self.kind != "per_step":
+            # A full-trajectory monitor and a classifier read the finished run: mode and score point mean nothing.
             stray = [f for f in ("mode", "score_point") if getattr(self, f) is not None]
             if stray:
                 raise ValueError(f"{'/'.join(stray)} only applies to per_step monitors")
+        if self.kind == "classify":
+            if not self.is_offline and not self.prompt_text:
+                raise ValueError("a model classifier needs a prompt (a template file)")
+            return self
         if not self.is_offline and not self.prompt_text:
             raise ValueError("a model monitor needs a prompt (a template file in prompts/)")
         if self.prompt_text and not self.is_offline and "{transcript}" not in self.prompt_text:
@@ -223,6 +259,7 @@ class MonitorConfig(_Frozen):
             raise ConfigError(describe(exc, f"monitor {self.name!r} with --model {model}")) from None
 
 
-def load_config(path: str | Path, **overrides: Any) -> MonitorConfig:
-    """Read one monitor YAML. Raises ConfigError naming the file and the field."""
-    return read_prompted(path, MonitorConfig, "monitor config", **overrides)
+def load_config(path: str | Path, *, defaults: dict[str, Any] | None = None, **overrides: Any) -> MonitorConfig:
+    """Read one monitor YAML (`defaults`: values for fields the file leaves out; classifier files
+    leave out `kind: classify`). Raises ConfigError naming the file and the field."""
+    return read_prompted(path, MonitorConfig, "monitor config", defaults=defaults, **overrides)

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Literal, Sequence
 
 from control_osworld.resources import find_config
 
-from .config import ALL_SUBSETS, MonitorConfig, load_config, parse_subsets
+from .config import (
+    ALL_SUBSETS,
+    SCORING_KINDS,
+    ConfigError,
+    MonitorConfig,
+    load_config,
+    parse_subsets,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,10 +55,11 @@ def load_configs(paths: Sequence[str | Path | MonitorConfig]) -> list[MonitorCon
     (a bare name in monitors/: `per_step_rules`)."""
     out = []
     for p in paths:
-        if isinstance(p, MonitorConfig):
-            out.append(p)
-            continue
-        out.append(load_config(find_config(p, "monitors")))
+        c = p if isinstance(p, MonitorConfig) else load_config(find_config(p, "monitors"))
+        if c.kind not in SCORING_KINDS:  # a classifier says refused/leaked per run: no views to score
+            raise ConfigError(f"{p if not isinstance(p, MonitorConfig) else c.name}: field 'kind': {c.kind!r} is run by "
+                              f"`control-osworld classify`, not as a scoring monitor")
+        out.append(c)
     return out
 
 
