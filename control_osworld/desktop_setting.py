@@ -6,7 +6,7 @@ its dataset, setup, tools and scorer."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from control_arena import ControlTaskMetadata
 from control_arena.settings import Setting
@@ -18,7 +18,7 @@ from pydantic import Field
 from control_osworld.agent.tools import SubmitArgs
 from control_osworld.desktop.provider import DesktopSpec, ProviderName
 from control_osworld.desktop.sandbox import DesktopSandboxConfig
-from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.run_spec import RUN_DEFAULTS, RunSpec
 
 __all__ = ["DesktopSetting"]
 
@@ -42,6 +42,18 @@ class DesktopSetting(Setting):
     def model_size(self) -> tuple[int, int]:
         """The resolution the model sees and gives coordinates in."""
         return self.model_width, self.model_height
+
+    def run_spec(self, **knobs: Any) -> RunSpec:
+        """The run's one spec, which the scaffold and the desktop tools take: the knobs this
+        Setting holds (`_spec_fields`) with `knobs`, those a task holds (budget, keep_screenshots,
+        max_samples, policy). Checked and frozen (RunSpec)."""
+        return RunSpec(**{**self._spec_fields(), **knobs})
+
+    def _spec_fields(self) -> dict[str, Any]:
+        """The RunSpec knobs this Setting holds (each family's Setting adds its own)."""
+        return dict(provider=self.provider, settle_s=self.settle_s, model_width=self.model_width,
+                    model_height=self.model_height, action_timeout=self.desktop.action_timeout,
+                    disk_mb=self.desktop.disk_mb)
 
     def sandbox_desktop(self) -> DesktopSpec:
         """The desktop each sample gets: exfiltration side tasks and the dilemmas' effect checks

@@ -4,12 +4,16 @@ one of these knobs (the main job's RunConfig, the `@task` parameters of `osworld
 from `RUN_DEFAULTS` instead of writing it again, so a default changed here changes everywhere
 (tests/test_run_spec.py checks that no other module writes one of these defaults).
 
+The layers pass one object, not loose knobs: a Setting builds the run's spec (`run_spec()`, from
+its own fields and the task's), the scaffold and the desktop tools take that spec, and the main
+job's RunConfig gives its spec to the task as `-T` parameters (`RunSpec.task_args`).
+
 Ground floor: imports nothing of the package.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Any, Iterable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +51,18 @@ class RunSpec(BaseModel):
     def model_size(self) -> tuple[int, int]:
         """The computer tool's and the loop's model resolution: one pair for both."""
         return self.model_width, self.model_height
+
+    @property
+    def view_size(self) -> tuple[int, int] | None:
+        """What the desktop tool and the loop show the model and take coordinates in: `model_size`
+        with the computer tool; None (the screen's own pixels) in OSWorld's spaces."""
+        return self.model_size if self.action_space == "computer" else None
+
+    def task_args(self, always: Iterable[str] = ()) -> dict[str, Any]:
+        """The `-T` parameters that give this spec to a family's task: every knob that differs from
+        its default, and those named in `always` (a task built without a default knob is unchanged)."""
+        keep = set(always)
+        return {k: v for k, v in self.model_dump().items() if k in keep or v != getattr(RUN_DEFAULTS, k)}
 
 
 RUN_DEFAULTS = RunSpec()

@@ -55,7 +55,7 @@ from control_osworld.agent.takeover import take_over_if_asked
 from control_osworld.agent.tools import SELF_RECORDING_TOOLS, observe
 from control_osworld.contracts import sample_metadata
 from control_osworld.faults import ModelRefusal
-from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.run_spec import RUN_DEFAULTS, RunSpec
 from control_osworld.sample_store import sample_store
 from control_osworld.trajectory import ActionRecord, Step, Trajectory
 
@@ -175,18 +175,18 @@ def _save(traj: Trajectory) -> None:
 
 @agent_scaffold
 def desktop_scaffold(
-    budget: int = Field(default=RUN_DEFAULTS.budget, description="K: the most steps a run may take."),
-    keep_screenshots: int | None = Field(default=RUN_DEFAULTS.keep_screenshots, description="Screenshots left in the model's context."),
-    model_width: int | None = Field(default=RUN_DEFAULTS.model_width, description="Resolution the model sees (width); None: the screen's."),
-    model_height: int | None = Field(default=RUN_DEFAULTS.model_height, description="Resolution the model sees (height); None: the screen's."),
+    run_spec: RunSpec = Field(default=RUN_DEFAULTS, description="The run's knobs, the Setting's `run_spec()`: "
+                              "budget (K), keep_screenshots, the view size (model_width x model_height with the "
+                              "computer tool, the screen's in OSWorld's spaces), observation."),
     stop_on_escape: bool = Field(default=False, description="End the run at t*."),
-    observation: str = Field(default=RUN_DEFAULTS.observation, description="What the agent gets after each step: screenshot | "
-                             "a11y_tree | screenshot_a11y_tree | som (agent/observation.py)."),
     side_task_checker: CheckerFactory | None = Field(
         default=None, exclude=True,
         description="Makes the run's per-step side-task check once setup is done (the setting's); "
                     "None: no check."),
 ) -> ScaffoldBuilder:
+    budget, keep_screenshots, observation = run_spec.budget, run_spec.keep_screenshots, run_spec.observation
+    view_size = run_spec.view_size
+
     def build(micro_protocol: Agent, tools: list[Tool], submit_tool: ToolDef, system_prompt: str) -> Agent:
         all_tools = [*tools, submit_tool.as_tool()]
 
@@ -203,7 +203,7 @@ def desktop_scaffold(
             checker = await factory() if factory is not None else None
             handle = desktop().handle
             traj = Trajectory(budget=budget, screen_width=handle.screen_width, screen_height=handle.screen_height)
-            first = await observe((model_width, model_height) if model_width and model_height else None)
+            first = await observe(view_size)
             messages: list[ChatMessage] = [ChatMessageSystem(content=system_prompt)]
             for m in state.messages:
                 if isinstance(m, ChatMessageUser) and m is state.messages[0]:
@@ -221,8 +221,7 @@ def desktop_scaffold(
 
             for _turn in range(budget):
                 t, before_id = await take_over_if_asked(
-                    t, before_id, messages, traj, lambda s: check_step(checker, s, traj), _save,
-                    (model_width, model_height) if model_width and model_height else None)
+                    t, before_id, messages, traj, lambda s: check_step(checker, s, traj), _save, view_size)
                 t += 1
                 started = time.time()
                 shared.mark("agent", t)

@@ -42,7 +42,7 @@ from control_osworld.desktop.spaces import (
     run_space_call,
     translate_calls,
 )
-from control_osworld.run_spec import RUN_DEFAULTS
+from control_osworld.run_spec import RUN_DEFAULTS, RunSpec
 from control_osworld.sample_store import sample_store
 
 
@@ -145,16 +145,17 @@ def computer_13_tool(settle_s: float = RUN_DEFAULTS.settle_s) -> Tool:
     return execute  # type: ignore[return-value]  # list[ContentText | ContentImage] is a ToolResult
 
 
-def space_tool(space: str, settle_s: float, model_size: tuple[int, int] | None) -> Tool:
-    """The desktop tool of an action space."""
+def space_tool(spec: RunSpec) -> Tool:
+    """The desktop tool of the run spec's action space, at its view size and settle time."""
     from control_osworld.agent.tools import computer_tool
 
+    space = spec.action_space
     if space == "computer":
-        return computer_tool(model_size=model_size, settle_s=settle_s)
+        return computer_tool(model_size=spec.view_size, settle_s=spec.settle_s)
     if space == "pyautogui":
-        return pyautogui_tool(settle_s=settle_s)
+        return pyautogui_tool(settle_s=spec.settle_s)
     if space == "computer_13":
-        return computer_13_tool(settle_s=settle_s)
+        return computer_13_tool(settle_s=spec.settle_s)
     raise ValueError(f"unknown action_space {space!r}; use one of {', '.join(ACTION_SPACES)}")
 
 

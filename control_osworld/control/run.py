@@ -23,9 +23,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from control_osworld.config_file import ConfigError, read_config
 from control_osworld.desktop.provider import ProviderName
 from control_osworld.progress import progress_log
-from control_osworld.run_spec import RUN_DEFAULTS, ActionSpace
+from control_osworld.run_spec import RUN_DEFAULTS, ActionSpace, RunSpec
 
 SpaceName = ActionSpace
+ALWAYS_PASSED = ("budget", "provider", "boundary", "max_samples", "honest_matching", "action_timeout")
+"""The run knobs every task of the main job is given as -T parameters even at their defaults (the
+others only when set: a task built without them is unchanged)."""
 ObservationName = Literal["screenshot", "a11y_tree", "screenshot_a11y_tree", "som"]
 
 
@@ -122,6 +125,13 @@ class RunConfig(BaseModel):
             raise ConfigError(f"{path}: field 'policy': prompted needs action_space pyautogui or computer_13")
         return cfg
 
+    def run_spec(self, action_space: str = RUN_DEFAULTS.action_space,
+                 observation: str = RUN_DEFAULTS.observation) -> RunSpec:
+        """The run spec of one condition of this config: every RunSpec knob the config holds (the
+        rest at their defaults), the condition's action space and observation."""
+        held = {k: getattr(self, k) for k in RunSpec.model_fields if k in type(self).model_fields}
+        return RunSpec(**{**held, "action_space": action_space, "observation": observation})
+
     def conditions(self) -> list[tuple[str, str]]:
         """The (action space, observation) combinations this config runs."""
         return [(sp, ob) for sp in dict.fromkeys(self.action_space) for ob in dict.fromkeys(self.observation)
@@ -142,34 +152,28 @@ def build_tasks(cfg: RunConfig) -> list:
     tasks = []
     for pairing in cfg.pairings:
         model = get_model(pairing.untrusted_model, **pairing.model_args) if pairing.model_args else pairing.untrusted_model
-        common: dict[str, Any] = dict(budget=cfg.budget, provider=cfg.provider, main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
-                      tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir,
-                      apps=cfg.apps, boundary=cfg.boundary, max_samples=cfg.max_samples,
-                      honest_matching=cfg.honest_matching, action_timeout=cfg.action_timeout)
+        common: dict[str, Any] = dict(main_tasks=cfg.main_tasks, side_tasks=cfg.side_tasks,
+                                      tasks_dir=cfg.tasks_dir, side_tasks_dir=cfg.side_tasks_dir, apps=cfg.apps)
         if cfg.url or cfg.remote_reset:  # only when set: a task built without them is unchanged
             common |= dict(url=cfg.url, remote_reset=cfg.remote_reset)
         if cfg.pairings_file:
             common["pairings_file"] = cfg.pairings_file
         if cfg.hand_held_instruction:
             common["hand_held_instruction"] = True
-        if cfg.policy != "tools":
-            common["policy"] = cfg.policy
         if cfg.live_view:
             common["live_view"] = cfg.live_view
         slug = pairing.untrusted_model.replace("/", "-")
         for space, observation in cfg.conditions():
-            cond: dict[str, Any] = {}
-            if space != "computer":  # only when set: a task built without it is unchanged
-                cond["action_space"] = space
-            if observation != "screenshot":
-                cond["observation"] = observation
+            run_args = cfg.run_spec(space, observation).task_args(always=ALWAYS_PASSED)
+            # the condition, in the task's name: its action space and observation when not the defaults
+            cond = {k: run_args[k] for k in ("action_space", "observation") if k in run_args}
             for mode in cfg.modes:
                 prompts = pairing.attack_prompts if mode == "attack" else ["attack_plain"]
                 for prompt in prompts:
                     name = f"osworld_{slug}_{mode}" + (f"_{prompt}" if mode == "attack" else "")
                     name += "".join(f"_{v}" for v in cond.values())
                     t = osworld_control(mode=mode, attack_prompt=prompt, reminder_every=pairing.reminder_every.get(prompt),
-                                        untrusted_model=pairing.untrusted_model, name=name, **common, **cond)
+                                        untrusted_model=pairing.untrusted_model, name=name, **common, **run_args)
                     t.model = get_model(model) if isinstance(model, str) else model
                     tasks.append(t)
     return tasks

@@ -174,6 +174,10 @@ class OSWorldControlSetting(DesktopSetting):
             return super().model_size()
         return self.desktop.screen_width, self.desktop.screen_height
 
+    def _spec_fields(self) -> dict:
+        return {**super()._spec_fields(), "boundary": self.boundary, "honest_matching": self.honest_matching,
+                "action_space": self.action_space, "observation": self.observation}
+
     def _screen_note(self) -> str:
         w, h = self.model_size()
         if self.action_space != "computer":
@@ -199,7 +203,7 @@ class OSWorldControlSetting(DesktopSetting):
         return prepare_sample()
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
-        return [space_tool(self.action_space, self.settle_s, self.model_size()),
+        return [space_tool(self.run_spec()),
                 *self.bash_tools(bool(sample_metadata(state.metadata).get("allow_bash")))]
 
     def get_scorers(self) -> list[Scorer]:

@@ -81,6 +81,8 @@ def osworld_control(
     observation: str = RUN_DEFAULTS.observation,
     policy: str = RUN_DEFAULTS.policy,
     history: int = 3,
+    model_width: int = RUN_DEFAULTS.model_width,
+    model_height: int = RUN_DEFAULTS.model_height,
 ) -> Task:
     """The OSWorld control setting as an inspect Task (honest or attack), one desktop per sample."""
     eval_mode = EvalMode(mode)
@@ -101,10 +103,11 @@ def osworld_control(
         honest_matching=honest_matching, allow_bash=allow_bash, settle_s=settle_s,
         pairings_file=str(resolve_path(pairings_file)) if pairings_file else None,
         hand_held_instruction=hand_held_instruction, action_space=action_space, live_view=live_view,
-        observation=observation,
+        observation=observation, model_width=model_width, model_height=model_height,
     )
-    # OSWorld's spaces see the desktop's own pixels, whatever its size turns out to be
-    model_w, model_h = setting.model_size() if action_space == "computer" else (None, None)
+    # The one spec of this run: the Setting's knobs with the task's own; the scaffold and the
+    # desktop tool take it (OSWorld's spaces see the desktop's own pixels: its view_size).
+    spec = setting.run_spec(budget=budget, keep_screenshots=keep_screenshots, max_samples=max_samples, policy=policy)
     # Without an explicit untrusted model the policy uses the eval's own model (`--model`).
     role = "untrusted" if untrusted_model else None
     agent = (prompted_policy(honest_prompt=honest_prompt, attack_prompt=attack_prompt, history=history, model_role=role)
@@ -114,19 +117,17 @@ def osworld_control(
     protocol = _micro_protocol(micro_protocol, agent, monitor, defer_threshold)
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget, so exhausting it is censoring, not an error
-        scaffold=desktop_scaffold(budget=budget, keep_screenshots=keep_screenshots, model_width=model_w,
-                                  model_height=model_h, observation=observation,
-                                  side_task_checker=osworld_side_task_checker),
+        scaffold=desktop_scaffold(run_spec=spec, side_task_checker=osworld_side_task_checker),
         # Placeholders keep control-arena from building its default (keyed) models for roles
         # nobody uses; a real model named here is used through its role.
         untrusted_model=untrusted_model or "mockllm/model", trusted_model=trusted_model or "mockllm/model",
-        max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False,
+        max_samples=spec.max_samples, max_sandboxes=spec.max_samples, fail_on_error=False,
         token_limit=None, epochs=epochs,
     )
     built = get_control_task(setting, protocol, eval_mode, eval_config=config,
                              task_name=name, metadata={"attack_prompt": attack_prompt if mode == "attack" else "",
                                                        "untrusted_model": untrusted_model,
-                                                       "reminder_every": reminder_every, "budget": budget,
+                                                       "reminder_every": reminder_every, "budget": spec.budget,
                                                        "honest_matching": honest_matching,
                                                        "pairings_file": pairings_file,
                                                        "hand_held_instruction": hand_held_instruction,

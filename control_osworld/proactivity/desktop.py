@@ -36,7 +36,7 @@ from inspect_ai.util import sandbox
 from pydantic import Field
 
 from control_osworld.agent.checkers import SideTaskCheckFn, side_task_checker
-from control_osworld.agent.tools import computer_tool
+from control_osworld.agent.spaces import space_tool
 from control_osworld.desktop_setting import DesktopSetting
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.run_spec import RUN_DEFAULTS
@@ -311,6 +311,10 @@ class DilemmaDesktopSetting(DesktopSetting):
     conditions: list[str] = Field(default_factory=lambda: ["baseline"])
     max_turns: int = RUN_DEFAULTS.max_turns
 
+    def _spec_fields(self) -> dict:
+        """A dilemma run's budget is its turns."""
+        return {**super()._spec_fields(), "max_turns": self.max_turns, "budget": self.max_turns}
+
     @classmethod
     def get_name(cls) -> str:
         return SETTING_NAME
@@ -343,7 +347,7 @@ class DilemmaDesktopSetting(DesktopSetting):
         return dilemma_desktop_record()
 
     def get_agent_tools(self, state: TaskState) -> list[Tool]:
-        return [*scenario_tools(_scenario(state)), computer_tool(model_size=self.model_size(), settle_s=self.settle_s),
+        return [*scenario_tools(_scenario(state)), space_tool(self.run_spec()),
                 *self.bash_tools(self.allow_bash)]
 
     def get_scorers(self) -> list[Scorer]:

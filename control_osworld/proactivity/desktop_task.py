@@ -38,12 +38,12 @@ def desktop_task(folder: Path, ids: list[str] | None, conditions: list[Factors],
                                     max_turns=max_turns, provider=provider, allow_bash=allow_bash, settle_s=settle_s)
     # The target is the eval's model (`--model`), or the `untrusted` role when target_model is given.
     policy = osworld_policy(model_role="untrusted" if target_model else None)
+    spec = setting.run_spec(keep_screenshots=keep_screenshots, max_samples=max_samples)  # budget: max_turns
     config = ControlEvalConfig(
         max_steps=None,  # the scaffold owns the budget: K turns, then the run is censored
-        scaffold=desktop_scaffold(budget=max_turns, keep_screenshots=keep_screenshots, stop_on_escape=True,
-                                  side_task_checker=dilemma_effect_checker),
+        scaffold=desktop_scaffold(run_spec=spec, stop_on_escape=True, side_task_checker=dilemma_effect_checker),
         untrusted_model=target_model or "mockllm/model", trusted_model="mockllm/model",
-        max_samples=max_samples, max_sandboxes=max_samples, fail_on_error=False, token_limit=None, epochs=epochs,
+        max_samples=spec.max_samples, max_sandboxes=spec.max_samples, fail_on_error=False, token_limit=None, epochs=epochs,
     )
     built = get_control_task(setting, policy, EvalMode.HONEST,
                              eval_config=config, task_name=name or "proactivity_desktop",
