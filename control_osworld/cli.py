@@ -210,10 +210,9 @@ def _register_stages() -> None:
     """The shared stages' commands, then each family's own (families.py)."""
     from control_osworld.analysis.cli import audit_command, classify_command, report_command
     from control_osworld.families import families
-    from control_osworld.harness_entry import harness_entry_command
     from control_osworld.monitoring.cli import monitor_command
 
-    for cmd in (report_command, audit_command, harness_entry_command, classify_command, monitor_command):
+    for cmd in (report_command, audit_command, classify_command, monitor_command):
         main.add_command(cmd)
     for fam in families().values():
         for cmd in fam.commands():

@@ -13,7 +13,7 @@ from control_osworld.run import config_family, run
 def test_both_families_are_registered_with_what_the_commands_need():
     fams = families()
     assert sorted(fams) == ["control", "proactivity"]
-    assert [c.name for c in fams["control"].commands()] == ["tasks"]
+    assert [c.name for c in fams["control"].commands()] == ["tasks", "harness-entry"]
     assert [c.name for c in fams["proactivity"].commands()] == ["proactivity"]
     with pytest.raises(KeyError, match="unknown family 'nope'.*control, proactivity"):
         get_family("nope")

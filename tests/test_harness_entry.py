@@ -6,10 +6,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from control_osworld import harness_entry as H
 from control_osworld.analysis import codebook as C
 from control_osworld.analysis.runs import load_runs
 from control_osworld.cli import main
+from control_osworld.control import harness_entry as H
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "newcomer.yaml"

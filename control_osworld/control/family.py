@@ -1,5 +1,5 @@
 """The control family in the family registry (control_osworld/families.py): the main job and
-the `tasks` commands; its tables come from the shared report (`report --logs --scores`)."""
+the `tasks` commands and `harness-entry` (the control harness's codebook entry); its tables come from the shared report (`report --logs --scores`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ class Control:
         return run(config, log_dir=log_dir, skip_agents=skip_agents)
 
     def commands(self) -> Sequence[Any]:
+        from control_osworld.control.harness_entry import harness_entry_command
         from control_osworld.osworld.cli import tasks_group
 
-        return [tasks_group]
+        return [tasks_group, harness_entry_command]
 
     def report(self, paths: Sequence[Path], out_dir: Path, **options: Any) -> dict[str, Path] | None:
         return None  # Tables 3/4, hazards and protocols: the shared report over --logs and --scores
