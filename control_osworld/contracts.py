@@ -16,7 +16,7 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any, Iterable, Literal, TypedDict
 
-__all__ = ["CHANNELS", "INPUT_SUBSETS", "SCORE_COLUMNS", "canonical_subset", "SampleMetadata", "sample_metadata",
+__all__ = ["CHANNELS", "INPUT_SUBSETS", "SCORE_COLUMNS", "OPTIONAL_SCORE_COLUMNS", "canonical_subset", "SampleMetadata", "sample_metadata",
            "RunAttemptRow", "RunRow", "RUN_ROW_COLUMNS", "RUN_REQUIRED_COLUMNS", "RUN_OPTIONAL_COLUMNS",
            "RUN_RECORDED_COLUMNS", "check_runs_columns", "DilemmaRunRow", "dilemma_run_columns"]
 
@@ -30,6 +30,8 @@ SCORE_COLUMNS = (
     "run_id", "log", "sample_id", "epoch", "step", "monitor", "monitor_kind", "inputs",
     "config_hash", "score", "error",
 )
+OPTIONAL_SCORE_COLUMNS: tuple[str, ...] = ("score_point",)
+"""Kept when present: the per-step monitor's score point (pre_action | post_action)."""
 
 
 def canonical_subset(value: str | list[str] | tuple[str, ...]) -> str:

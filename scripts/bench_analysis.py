@@ -40,7 +40,7 @@ from control_osworld.analysis.bootstrap import (  # noqa: E402
     percentile_ci,
     resample_weights,
 )
-from control_osworld.analysis.synthetic import synthetic_dataset  # noqa: E402
+from control_osworld.testing.synthetic_tables import synthetic_dataset  # noqa: E402
 
 
 def sklearn_cell(h, a, fprs, max_fpr):

@@ -39,8 +39,8 @@ from PIL import Image  # noqa: E402
 
 from control_osworld.monitoring import ALL_SUBSETS, load_config, offline_configs  # noqa: E402
 from control_osworld.monitoring.runtime import score_runs  # noqa: E402
-from control_osworld.monitoring.synthetic import make_runs  # noqa: E402
 from control_osworld.testing.fake_api import FakeAPI  # noqa: E402
+from control_osworld.testing.synthetic_runs import make_runs  # noqa: E402
 
 
 def anthropic_image_tokens(w: int, h: int) -> float:

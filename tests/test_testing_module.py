@@ -35,3 +35,14 @@ def test_no_fake_is_defined_outside_the_testing_package():
              if PACKAGE / "testing" not in p.parents and fake_class.search(p.read_text())]
     assert found == []
     assert fake_class.search((PACKAGE / "testing" / "fake_api.py").read_text())
+
+
+def test_the_synthetic_generators_live_in_the_testing_package():
+    # only the tests, the benchmarks and the docs' demo use them (no command of the harness)
+    assert not (PACKAGE / "analysis" / "synthetic.py").exists() and not (PACKAGE / "monitoring" / "synthetic.py").exists()
+    from control_osworld.testing.synthetic_runs import make_runs
+    from control_osworld.testing.synthetic_tables import synthetic_dataset
+
+    runs, scores = synthetic_dataset(40, seed=1)
+    assert len(runs) == 40 and set(scores["run_id"]) <= set(runs["run_id"])
+    assert [r.eval_mode for r in make_runs(1, 2, with_images=False)] == ["honest", "attack", "attack"]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from control_osworld.contracts import (
     INPUT_SUBSETS,
+    OPTIONAL_SCORE_COLUMNS,
     RUN_OPTIONAL_COLUMNS,
     RUN_REQUIRED_COLUMNS,
     SCORE_COLUMNS,
@@ -69,8 +70,7 @@ OPTIONAL_RUN_COLUMNS = RUN_OPTIONAL_COLUMNS
 POLICIES = ("tools", "prompted")
 OBSERVATIONS = ("screenshot", "a11y_tree", "screenshot_a11y_tree", "som")
 ERROR_STAGES = ("setup", "agent", "scoring")
-# kept when present: the per-step monitor's score point (pre_action | post_action)
-OPTIONAL_SCORE_COLUMNS = ("score_point",)
+# kept when present: the per-step monitor's score point (contracts.OPTIONAL_SCORE_COLUMNS)
 SCORE_POINTS = ("pre_action", "post_action")
 EVAL_MODES = ("honest", "attack")
 MONITOR_KINDS = ("full_trajectory", "per_step")

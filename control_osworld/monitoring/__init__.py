@@ -14,7 +14,6 @@
     live.py     per_step_control_monitor for control-arena micro-protocols
     runner.py   monitor_logs: .eval logs -> score_runs (the main job)
     cli.py      `control-osworld monitor`
-    synthetic.py  synthetic runs, for tests and benchmarks
     fake_api.py   old import path of the loopback fake APIs (control_osworld.testing.fake_api)
     cache.py      old import path of the reply cache (control_osworld.judging.cache)
 See docs/monitoring.md.

@@ -7,7 +7,7 @@ from sklearn.metrics import roc_auc_score
 
 from control_osworld.analysis import tables as T
 from control_osworld.analysis.report import build_report, by_action_space
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 
 @pytest.fixture(scope="module")

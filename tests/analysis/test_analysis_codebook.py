@@ -301,7 +301,7 @@ def test_audit_command_reports_a_bad_codebook(tmp_path):
 
 def test_the_report_audits_the_codebook_beside_the_runs(tmp_path):
     from control_osworld.analysis.cli import report_command
-    from control_osworld.analysis.synthetic import synthetic_dataset
+    from control_osworld.testing.synthetic_tables import synthetic_dataset
 
     runs, scores = synthetic_dataset(60, seed=3)
     runs.to_parquet(tmp_path / "runs.parquet")

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from control_osworld.analysis import tables as T
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 
 def _decoded(codes, uni):

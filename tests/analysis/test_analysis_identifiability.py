@@ -3,7 +3,7 @@
 import pytest
 
 from control_osworld.analysis import identifiability as I
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 FULL = dict(name="x", attempt_unit="step", per_step="trajectories", budget=30, budget_varied=False, completion="coded_terminal",
             safe_stop="first_class", out_of_scope="environment", attempts="blocked_and_effective", boundary="unknown",

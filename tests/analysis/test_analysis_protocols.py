@@ -213,8 +213,8 @@ def test_honest_resamples_are_the_detection_tables():
     """Same seed, same honest runs: the protocol table's honest resamples are Tables 3/4's, so its
     usefulness CI equals the one computed from the tables' honest stratum directly."""
     from control_osworld.analysis.bootstrap import group_rng, percentile_ci, resample_weights
-    from control_osworld.analysis.synthetic import synthetic_dataset
     from control_osworld.analysis.tables import _Strata, row_groups
+    from control_osworld.testing.synthetic_tables import synthetic_dataset
 
     runs, scores = synthetic_dataset(200, seed=2)
     popts = pr.ProtocolOptions(budgets=(0.05,), n_resamples=300, seed=4)

@@ -9,7 +9,7 @@ from sklearn.metrics import roc_auc_score
 from control_osworld.analysis import tables as T
 from control_osworld.analysis.cli import audit_command, report_command
 from control_osworld.analysis.report import build_report
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 TEXT = ["table3.md", "table3.csv", "table3.tex", "table4.md", "table4.csv", "table4.tex", "hazards.md", "hazards.csv",
         "identifiability.md", "summary.md"]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from control_osworld.analysis import runs as R
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from sklearn.metrics import roc_auc_score
 from control_osworld.analysis import categories as C
 from control_osworld.analysis import tables as T
 from control_osworld.analysis.runs import validate_runs
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 
 def _run(rid, mode, side, env, cat, prompt, outcome, t_star, side_ok, main_ok, unknown=None):

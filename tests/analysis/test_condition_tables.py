@@ -8,7 +8,7 @@ from control_osworld.analysis import tables as T
 from control_osworld.analysis.conditions import by_condition, condition_parts, varying_axes
 from control_osworld.analysis.protocols import ProtocolOptions, protocol_table
 from control_osworld.analysis.report import by_action_space
-from control_osworld.analysis.synthetic import synthetic_dataset
+from control_osworld.testing.synthetic_tables import synthetic_dataset
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,7 @@ def test_tables_split_by_policy_when_runs_of_both_are_read():
     from control_osworld.analysis import tables as T
     from control_osworld.analysis.conditions import condition_parts, varying_axes
     from control_osworld.analysis.report import by_action_space
-    from control_osworld.analysis.synthetic import synthetic_dataset
+    from control_osworld.testing.synthetic_tables import synthetic_dataset
 
     runs, scores = synthetic_dataset(200, seed=4)
     runs = runs.copy()

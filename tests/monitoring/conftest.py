@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from control_osworld.monitoring.config import REPO_ROOT, GenerateOptions, MonitorConfig
-from control_osworld.monitoring.synthetic import make_run, make_runs
 from control_osworld.testing.fake_api import FakeAPI
+from control_osworld.testing.synthetic_runs import make_run, make_runs
 
 PER_STEP_PROMPT = (REPO_ROOT / "prompts" / "monitor_per_step.txt").read_text()
 

@@ -51,7 +51,7 @@ def test_frames_are_bounded_in_bytes():
 
 def _with_frame(run, text: str):
     """The scored step's first action gets a frame showing `text` (as the tool records it)."""
-    from control_osworld.monitoring.synthetic import render_screen
+    from control_osworld.testing.synthetic_runs import render_screen
 
     s = scored_step(run)
     blank = render_screen(["Terminal"], clock="10:00")

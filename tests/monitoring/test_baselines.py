@@ -20,7 +20,7 @@ from control_osworld.monitoring import (
 )
 from control_osworld.monitoring.config import REPO_ROOT
 from control_osworld.monitoring.runtime import score_runs
-from control_osworld.monitoring.synthetic import make_runs
+from control_osworld.testing.synthetic_runs import make_runs
 
 
 def _vary_length(runs, seed=0):

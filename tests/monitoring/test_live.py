@@ -23,8 +23,8 @@ from PIL import Image
 
 from control_osworld.monitoring.config import ImageOptions, MonitorConfig
 from control_osworld.monitoring.live import per_step_control_monitor, run_from_messages
-from control_osworld.monitoring.synthetic import render_screen
 from control_osworld.monitoring.views import to_view_image
+from control_osworld.testing.synthetic_runs import render_screen
 
 from .conftest import model_config
 from .test_providers import sent

@@ -14,8 +14,8 @@ import pytest
 from control_osworld.monitoring.config import REPO_ROOT, ImageOptions, load_config
 from control_osworld.monitoring.judges import score_rules, view_texts
 from control_osworld.monitoring.ocr import ocr_text, tesseract_available
-from control_osworld.monitoring.synthetic import make_run
 from control_osworld.monitoring.views import render, to_view_image
+from control_osworld.testing.synthetic_runs import make_run
 from tests.conftest import require
 from tests.monitoring import ocr_screens as S
 

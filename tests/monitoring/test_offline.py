@@ -16,8 +16,8 @@ from control_osworld.monitoring.learned import cross_fit, encode, train_and_save
 from control_osworld.monitoring.ocr import ocr_text, tesseract_available
 from control_osworld.monitoring.rules import RULES, evaluate
 from control_osworld.monitoring.runtime import score_runs
-from control_osworld.monitoring.synthetic import make_run, make_runs, render_screen
 from control_osworld.monitoring.views import render, to_view_image
+from control_osworld.testing.synthetic_runs import make_run, make_runs, render_screen
 from tests.conftest import require
 
 # One text per rule that must fire it, in a channel the rule reads.

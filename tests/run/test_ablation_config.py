@@ -61,7 +61,7 @@ def test_the_ablation_config_expands_to_its_conditions_and_the_tables_split_by_t
     from control_osworld.analysis import tables as T
     from control_osworld.analysis.conditions import condition_parts
     from control_osworld.analysis.report import by_action_space
-    from control_osworld.analysis.synthetic import synthetic_dataset
+    from control_osworld.testing.synthetic_tables import synthetic_dataset
 
     cfg = RunConfig.load(Path(__file__).parents[2] / "configs" / "ablation-agents.yaml")
     want = [("computer", "screenshot"), ("pyautogui", "screenshot"), ("pyautogui", "a11y_tree"),

@@ -7,7 +7,7 @@ be terminated by a live monitor or hit an infrastructure error; survivors are ce
 the budget. Monitor scores are integers (0-10 or 0-100, as LLM monitors answer) or means
 of five integer samples, driven by a per-run latent suspicion shared across input subsets.
 
-    python -m control_osworld.analysis.synthetic OUT_DIR [--runs 2000] [--seed 0]
+    python -m control_osworld.testing.synthetic_tables OUT_DIR [--runs 2000] [--seed 0]
 
 writes OUT_DIR/runs.parquet and OUT_DIR/scores.parquet.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from control_osworld.contracts import INPUT_SUBSETS, OPTIONAL_SCORE_COLUMNS, SCORE_COLUMNS
+from control_osworld.contracts import RUN_REQUIRED_COLUMNS as RUN_COLUMNS
 from control_osworld.run_spec import RUN_DEFAULTS
-
-from .runs import INPUT_SUBSETS, OPTIONAL_SCORE_COLUMNS, RUN_COLUMNS, SCORE_COLUMNS
 
 __all__ = ["SyntheticSpec", "synthetic_runs", "synthetic_scores", "synthetic_dataset"]
 
