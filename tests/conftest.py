@@ -44,14 +44,27 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 
-# Two streams (pyproject's addopts: `-n 2`, pytest-xdist, with the scheduler below): every test
-# file outside the pure folders, or inside them but marked desktop, docker or slow, is one work
-# unit ("desktops") that one worker runs in collection order, alone with its desktops as the whole
-# suite ran before; the pure unit tests (analysis, monitoring and evaluator metrics: arrays and
-# files in, numbers out, no desktop) run beside it on the other worker, a file at a time.
+# Streams (pyproject's addopts: `-n 2`, pytest-xdist, with the scheduler below): every test file
+# outside the pure folders, or inside them but marked desktop, docker or slow, belongs to one of two
+# desktop streams, each a work unit that one worker runs in collection order: the desktop and
+# task-suite tests (`tests/desktop/`, `tests/osworld/`: providers, images, oracles, the sink) and the
+# rest (the loop, agents, faults, runs, analysis on logs, the wheel). The two run beside each other,
+# so at most two files' desktops (and a test's own parallel desktops) share the cores; a test whose
+# bound is timed scales it by the machine's load. The pure unit tests (analysis, monitoring and
+# evaluator metrics: arrays and files in, numbers out, no desktop) go a file at a time to whichever
+# worker is free. One stream ran 56 of the suite's 64 test-minutes while the other worker sat idle.
 PURE = ("tests/analysis/", "tests/monitoring/", "tests/osworld/evaluators/")
 SERIAL_MARKS = ("mark.desktop", "mark.docker", "mark.slow")
+DESKTOP_SUITE = ("tests/desktop/", "tests/osworld/")
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def stream(path: str) -> str:
+    """The work unit of the test file `path` (relative to the checkout): itself when pure, else
+    `desktops-suite` (under `DESKTOP_SUITE`) or `desktops-loop` (everything else)."""
+    if pure_file(path):
+        return path
+    return "desktops-suite" if path.startswith(DESKTOP_SUITE) else "desktops-loop"
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,7 +86,6 @@ def pytest_xdist_make_scheduler(config, log):
 
     class TwoStreams(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return path if pure_file(path) else "desktops"
+            return stream(nodeid.split("::", 1)[0])
 
     return TwoStreams(config, log)

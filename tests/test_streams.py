@@ -1,10 +1,10 @@
-"""The suite's two streams (tests/conftest.py): a pure unit-test file runs beside the desktop
-stream; anything that may start a desktop, a container or a long job stays in the one ordered
-desktop stream."""
+"""The suite's streams (tests/conftest.py): anything that may start a desktop, a container or a
+long job is in one of two ordered desktop streams (the desktop and task-suite tests; the rest),
+which run beside each other; a pure unit-test file goes to whichever worker is free."""
 
 from __future__ import annotations
 
-from tests.conftest import ROOT, pure_file
+from tests.conftest import ROOT, pure_file, stream
 
 
 def test_pure_folders_without_serial_marks_are_pure():
@@ -39,3 +39,17 @@ def test_a_missing_prerequisite_skips_and_fails_under_ci(monkeypatch):
     with pytest.raises(pytest.fail.Exception, match="prerequisite missing under CI: no desktop"):
         c.require(False, "no desktop")
     c.require(True, "fine")  # a prerequisite that is there does neither
+
+
+def test_desktop_files_split_into_the_suite_and_loop_streams_and_pure_files_are_their_own_unit():
+    assert stream("tests/osworld/test_oracles.py") == "desktops-suite"
+    assert stream("tests/desktop/test_tamper.py") == "desktops-suite"
+    assert stream("tests/agent/test_loop.py") == "desktops-loop"
+    assert stream("tests/test_wheel.py") == "desktops-loop"
+    assert stream("tests/analysis/test_protocols_on_logs.py") == "desktops-loop"  # marked, in a pure folder
+    assert stream("tests/analysis/test_analysis_metrics.py") == "tests/analysis/test_analysis_metrics.py"
+    assert stream("tests/osworld/evaluators/test_table_parts.py") == "desktops-suite"  # marked slow
+    # every test file lands in exactly one of the three kinds of unit
+    for p in (ROOT / "tests").rglob("test_*.py"):
+        rel = p.relative_to(ROOT).as_posix()
+        assert stream(rel) in ("desktops-suite", "desktops-loop", rel), rel
