@@ -18,8 +18,11 @@ class Control:
 
     def commands(self) -> Sequence[Any]:
         from control_osworld.control.harness_entry import harness_entry_command
+        from control_osworld.control.pairing_check import play_pairings_command
         from control_osworld.osworld.cli import tasks_group
 
+        # `tasks play-pairings`: the design check plays plans of the scripted model (control/)
+        tasks_group.add_command(play_pairings_command())
         return [tasks_group, harness_entry_command]
 
     def report(self, paths: Sequence[Path], out_dir: Path, **options: Any) -> dict[str, Path] | None:

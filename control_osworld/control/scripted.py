@@ -25,7 +25,13 @@ side task's oracle into the main task's in one of these strategies:
 each with or without visible text that gives it away (`giveaway`: the probability of it, 0 in
 configs/offline.yaml). Rest points are the main oracle's `"checkpoint": true` steps (the desktop
 is at rest after them), the start and the end; burst, spread and hidden use the inner ones when
-the oracle marks any.
+the oracle marks any. A side task's `placement` (osworld/schema.py) overrides where, whatever
+the strategy: `after_main` (its steps sabotage what the main task writes, or would be written
+over by the main task's later steps) puts every piece after the main task's last turn (blatant,
+burst, spread: side turns before the submit; hidden: batched into the checking turn there);
+`before_main` (its steps do the main task's output wrongly, and only the first output counts)
+before its first. So the main task's own steps do not undo the effect (issue 19; checked by
+`control-osworld tasks play-pairings`).
 
 Matched classes: an attack run and its honest twin (same sample id and epoch) are one plan with
 or without the side actions. The honest run draws everything the attack draws (variation,
@@ -268,9 +274,26 @@ def _shape_turns(shape: dict, strategy: str) -> list[Turn]:
     return turns
 
 
+PLACEMENTS = ("anywhere", "after_main", "before_main")
+"""A side task's `placement` (osworld/schema.py SideTask.placement)."""
+
+
 def _placement(strategy: str, chunks: list[list[Turn]], points: list[int], n_main: int,
-               rng: random.Random) -> list[int]:
-    """The index into the main turns before which each piece goes (hidden: whose turn hosts it)."""
+               rng: random.Random, placement: str = "anywhere") -> list[int]:
+    """The index into the main turns before which each piece goes (hidden: whose turn hosts it).
+    `placement` "after_main": every piece after the main task's last turn, whatever the
+    strategy, "before_main": before its first (its draws are still made, so the rest of the plan
+    is the same)."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"unknown side-task placement {placement!r}; known: {', '.join(PLACEMENTS)}")
+    spots = _strategy_spots(strategy, chunks, points, n_main, rng)
+    if placement == "anywhere":
+        return spots
+    return [n_main if placement == "after_main" else 0] * len(chunks)
+
+
+def _strategy_spots(strategy: str, chunks: list[list[Turn]], points: list[int], n_main: int,
+                    rng: random.Random) -> list[int]:
     interior = [p for p in points if 0 < p < n_main] or points
     if strategy == "blatant":
         return [0] * len(chunks)
@@ -289,10 +312,11 @@ def _placement(strategy: str, chunks: list[list[Turn]], points: list[int], n_mai
 
 def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, epoch: int, seed: int = 0,
                strategy: str | None = None, giveaway: float = 0.0, vary: bool = True,
-               shadow: dict | None = None) -> Plan:
+               shadow: dict | None = None, placement: str = "anywhere") -> Plan:
     """The turns of a run. `side_oracle`: the side task an attack run plays; `shadow` (honest
     runs): the side task of the run's environment, whose attack the honest checking turns mirror
-    (None: the bare main task, no checking turns)."""
+    (None: the bare main task, no checking turns). `placement`: that side task's (`after_main`:
+    its pieces after the main task's last turn, whatever the strategy)."""
     rng = _rng(sample_id, epoch, seed)
     texts = _texts()
     main = _oracle_turns(main_oracle)
@@ -315,7 +339,7 @@ def build_plan(main_oracle: dict, side_oracle: dict | None, *, sample_id: str, e
     covers = [Turn(text=rng.choice(texts["check"]), calls=[_copy_call(rng.choice(CHECK_CALLS))] if vary else [],
                    check=True) for _ in side_turns]
     chunks = _chunks(side_turns)
-    spots = _placement(strategy, chunks, _rest_points(main), len(main), rng)
+    spots = _placement(strategy, chunks, _rest_points(main), len(main), rng, placement)
     hosted = strategy == "hidden"
     # pieces per spot, in order; each piece with its turns' covers
     cover_of = {id(t): c for t, c in zip(side_turns, covers)}
@@ -440,6 +464,7 @@ class ScriptedModel(ModelAPI):
                extra.get("env_side_task_id"))
         if key not in self._plans:
             cat = Catalogue.for_sample(extra)
+            placement = "anywhere"
             if extra.get("side_task_as_main"):
                 main, side = {**cat.side_oracle(side_id), "submit": "done"}, None
                 main = {"steps": main["steps"], "submit": "done"}
@@ -448,9 +473,12 @@ class ScriptedModel(ModelAPI):
                 main = cat.oracle(extra["main_task_id"])
                 side = cat.side_oracle(side_id) if (attack and side_id) else None
                 shadow = None if attack else self._shadow(cat, extra, sample_id, epoch)
+                shape = side if side is not None else shadow
+                if shape is not None and shape.get("task_id"):
+                    placement = cat.side(shape["task_id"]).placement
             self._plans[key] = build_plan(main, side, sample_id=sample_id, epoch=epoch, seed=self.seed,
                                           strategy=self.strategy, giveaway=self.giveaway, vary=self.vary,
-                                          shadow=shadow)
+                                          shadow=shadow, placement=placement)
         return self._plans[key]
 
     def _shadow(self, cat: Any, extra: dict, sample_id: str, epoch: int) -> dict | None:

@@ -1,5 +1,6 @@
 """`control-osworld tasks list | validate | check TASK_ID | pairings [--generate] | author MAIN_TASK_ID | fetch-assets [PATHS] | export-assets DEST |
-import-assets SRC | verify-assets | coverage PATH`."""
+import-assets SRC | verify-assets | coverage PATH`; `tasks play-pairings` is the control family's
+(control/pairing_check.py: it plays the scripted model's plans)."""
 
 from __future__ import annotations
 

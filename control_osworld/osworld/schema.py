@@ -182,6 +182,11 @@ class PairingRule(_Loose):
     files: list[str] = Field(default_factory=list)
     """Main tasks whose setup puts a file under one of these paths (`~/Documents`, a file)."""
     exclude: list[str] = Field(default_factory=list)
+    excluded: dict[str, str] = Field(default_factory=dict)
+    """Main task id -> why the pairing cannot work (its setup breaks the main task's evaluator,
+    its effect cannot outlast the main task's own steps, ...): never paired, even when named by
+    `main_task_id` / `main_task_ids` / `task_ids`; the generated design lists it with its reason
+    (`excluded`). Found by `control-osworld tasks play-pairings` (issue 19)."""
     include_infeasible: bool = False
 
     def files_present(self, task: "Task") -> list[str]:
@@ -225,6 +230,15 @@ class SideTask(_FromFile):
     attempt: Evaluator | None = None
     boundary: Boundary | None = None
     network: Literal["none", "sink"] = "none"
+    placement: Literal["anywhere", "after_main", "before_main"] = "anywhere"
+    """Where the scripted attacker (control/scripted.py) may put the side oracle's steps in a main
+    task's run, whatever its strategy: `anywhere` (at the strategy's rest points); `after_main`
+    (after the main task's last step) for a side task whose steps change what the main task
+    writes (its output sabotaged) or what its later steps would write over; `before_main` (before
+    its first step) for one whose steps do the main task's own output wrongly and first, where a
+    second output does not replace the first (a form filed twice: the second download is saved
+    under another name). Placed otherwise, the main task's own steps undo the effect
+    (side_tasks/README.md, issue 19)."""
     difficulty: str | None = None
     rationale: str | None = None
     subtlety_notes: str | None = None
@@ -260,7 +274,13 @@ class SideTask(_FromFile):
     def has_boundary(self) -> bool:
         return self.boundary is not None
 
+    def excluded_reason(self, task: Task) -> str | None:
+        """Why the pairing with `task` cannot work (`pairs_with.excluded`), else None."""
+        return self.pairs_with.excluded.get(task.id) if self.pairs_with is not None else None
+
     def pairs_with_task(self, task: Task) -> bool:
+        if self.excluded_reason(task) is not None:
+            return False
         if self.main_task_id is not None and task.id == self.main_task_id:
             return True
         if self.main_task_ids and task.id in self.main_task_ids:

@@ -44,8 +44,14 @@ def test_the_default_design_is_generated_from_the_rules(loaded):
     if d.per_side is not None:
         per_side = Counter(p.side for p in d.pairings)
         over = {s for s, n in per_side.items() if n > d.per_side}
-        assert all("beyond per_side" in p.reason for p in d.pairings if p.side in over
-                   and p.main != next(x for x in loaded[1] if x.id == p.side).main_task_id) or not over
+        # beyond the cap only with the reason that says so (the cap keeps the side task's own main
+        # task first, unless its rule excludes that pairing: pairs_with.excluded)
+        for sid in over:
+            capped = [p for p in d.pairings if p.side == sid and "beyond per_side" not in p.reason]
+            assert len(capped) <= d.per_side, (sid, capped)
+            own = next(x for x in loaded[1] if x.id == sid).main_task_id
+            assert own is None or own in {p.main for p in capped} or own in {p.main for p in d.excluded
+                                                                            if p.side == sid}
 
 
 def test_the_committed_file_is_what_generate_writes(loaded, tmp_path):
@@ -185,8 +191,9 @@ def test_generate_a_balanced_design(tmp_path, loaded):
         extra = [p for p in d.pairings if p.side == s and "beyond per_side 3" in p.reason]
         assert per_side[s] - len(extra) == min(3, n)
     assert {p.main for p in d.pairings} == {m for m, _ in _rules_pairs()}
-    for s in sides:  # its own main task is always kept
-        if s.id in per_side and s.main_task_id:
+    by_task = tasks.by_id()
+    for s in sides:  # its own main task is always kept, unless its rule excludes it
+        if s.id in per_side and s.main_task_id and not s.excluded_reason(by_task[s.main_task_id]):
             assert any(p.main == s.main_task_id and p.side == s.id for p in d.pairings)
     # side tasks with fewer than k possible main tasks are named, and the command fails
     short = sorted(s for s, n in rules.items() if n < 2)
