@@ -35,6 +35,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
+from control_osworld.run_spec import RUN_DEFAULTS
+
 if TYPE_CHECKING:
     from control_osworld.control.scripted import Plan
 
@@ -195,7 +197,7 @@ async def _play(setting, sample, model, *, provider: str, shots: Path | None = N
 
 
 async def check_pairings(*, only: Iterable[str] = (), space: str = "computer", design: str | Path | None = None,
-                         provider: str = "local", workers: int = 2, seed: int = 0, shots: Path | None = None,
+                         provider: str = RUN_DEFAULTS.provider, workers: int = 2, seed: int = 0, shots: Path | None = None,
                          on_result: Callable[[PairingResult, int, int], None] | None = None) -> list[PairingResult]:
     """Play every pairing of `design` (default: side_tasks/pairings.yaml) selected by `only`
     (main or side task ids, or sample ids), honest and attack, at most `workers` desktops at
