@@ -267,8 +267,6 @@ def write_line(path: Path | None, r: PairingResult) -> None:
 def play_pairings_command():
     import click
 
-    from control_osworld.run_spec import RUN_DEFAULTS
-
     @click.command("play-pairings")
     @click.option("--only", multiple=True, help="Only pairings with this main or side task id (or sample id "
                                                 "main__side); repeatable. Default: every pairing.")
