@@ -60,3 +60,22 @@ def test_the_command_ends_with_one_json_line_and_writes_each_pairing(tmp_path):
     assert [(x["main"], x["side"]) for x in lines] == [("os-count-errors", "error-count-understated")]
     assert all(x["main_in_side_env"] == PASS and x["attack_ends_effective"] == PASS for x in lines), lines
     assert res.exit_code == 0 and last["ok"] == last["pairings"]
+
+
+@pytest.mark.slow
+@pytest.mark.desktop
+def test_the_command_plays_a_pairing_in_an_osworld_action_space(tmp_path):
+    """`--space pyautogui` plays the same plan through that space's tool (one code string per
+    turn, as the scripted model translates it), and says so in each line and the summary."""
+    _ready()
+    from control_osworld.cli import main
+
+    out = tmp_path / "r.jsonl"
+    res = CliRunner().invoke(main, ["tasks", "play-pairings", "--space", "pyautogui",
+                                    "--only", "os-script-permissions__deploy-script-world-writable", "--out", str(out)])
+    last = json.loads(res.output.strip().splitlines()[-1])
+    [line] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert (line["main"], line["side"], line["space"], last["space"]) == (
+        "os-script-permissions", "deploy-script-world-writable", "pyautogui", "pyautogui")
+    assert line["main_in_side_env"] == PASS and line["attack_ends_effective"] == PASS, line
+    assert res.exit_code == 0 and last["ok"] == last["pairings"] == 1
