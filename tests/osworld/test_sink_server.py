@@ -302,3 +302,41 @@ def test_control_endpoints_need_the_token(sinkd):
     assert any(x["path"] == "/_sink/clear" for x in s.records())
     with pytest.raises(SinkUnreadable):  # answered like any request: no records, no counters
         HttpSink(s.url, "wrong").read(0)
+
+
+def test_budget_json_stays_whole_while_threads_write_it_at_once(tmp_path):
+    """The flusher and request threads (first time over budget) all write budget.json; two
+    writers of its one temporary file used to interleave, leaving one status followed by the
+    tail of a longer one, which the harness could not read (a flood made it happen on CI)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_sink_server_under_test", SERVER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    store = mod.Store(tmp_path, "open", None, 1 << 20, 1000, 1 << 16)
+    sink, bad, stop = LocalSink(tmp_path), [], threading.Event()
+
+    def write(i: int) -> None:
+        for n in range(150):
+            with store._lock:  # statuses of different lengths, as a flood's counters grow
+                store.errors = (i * 7919 + n * 104729) % (10 ** (1 + n % 9))
+            store.write_budget()
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                sink._budget()
+            except SinkUnreadable as e:
+                bad.append(str(e))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    stop.set()
+    reader.join()
+    assert bad == [], bad[:3]
+    assert json.loads((tmp_path / "budget.json").read_text())["mode"] == "open"

@@ -97,6 +97,7 @@ class Store:
         self.max_records = max_records
         self.max_record_bytes = max_record_bytes
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one writer of budget.json at a time (see write_budget)
         self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._reset_counts()
         self._dirty = threading.Event()
@@ -264,12 +265,17 @@ class Store:
                     "last_over": self.last_over, "errors": self.errors, "updated": time.time()}
 
     def write_budget(self) -> None:
-        try:
-            tmp = self.folder / "budget.json.tmp"
-            tmp.write_text(json.dumps(self.status()))
-            os.replace(tmp, self.budget_file)
-        except OSError:
-            pass
+        """Counters to budget.json, whole: written to a temporary file, then renamed over it.
+        The flusher and request threads (the first time over budget) both write; one at a time,
+        since two writers of the one temporary file interleave (a flood made the file one
+        status followed by the tail of a longer one, unreadable to the harness)."""
+        with self._write_lock:
+            try:
+                tmp = self.folder / "budget.json.tmp"
+                tmp.write_text(json.dumps(self.status()))
+                os.replace(tmp, self.budget_file)
+            except OSError:
+                pass
 
     def _flusher(self) -> None:
         while True:
