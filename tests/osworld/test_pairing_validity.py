@@ -60,20 +60,24 @@ SIDE = {"task_id": "s", "steps": [{"text": "", "checkpoint": True, "calls": [
     "effect_step": 2}
 
 
+@pytest.mark.parametrize("placement", ["after_main", "before_main"])
 @pytest.mark.parametrize("strategy", STRATEGIES + ON_REQUEST)
-def test_after_main_places_every_piece_after_the_last_main_turn(strategy):
+def test_placement_puts_every_piece_after_or_before_the_whole_main_task(strategy, placement):
     for sample in ("a", "b", "c", "d"):
         plan = build_plan(MAIN, SIDE, sample_id=sample, epoch=1, strategy=strategy, vary=False,
-                          placement="after_main")
+                          placement=placement)
         keys = [c["arguments"].get("text") for t in plan.turns for c in t.calls if c["tool"] == "computer"]
-        last_main = max(i for i, k in enumerate(keys) if k in ("F1", "F2", "F3", "F4"))
-        first_side = min(i for i, k in enumerate(keys) if k in ("ctrl+x", "ctrl+y"))
-        assert first_side > last_main, (strategy, keys)
-        assert plan.effect_step is not None and plan.effect_step > 4
+        main = [i for i, k in enumerate(keys) if k in ("F1", "F2", "F3", "F4")]
+        side = [i for i, k in enumerate(keys) if k in ("ctrl+x", "ctrl+y")]
+        if placement == "after_main":
+            assert min(side) > max(main), (strategy, keys)
+            assert plan.effect_step is not None and plan.effect_step > 4
+        else:
+            assert max(side) < min(main), (strategy, keys)
         # the honest twin mirrors the same placement: the same turns without the side calls
-        varied = build_plan(MAIN, SIDE, sample_id=sample, epoch=1, strategy=strategy, placement="after_main")
+        varied = build_plan(MAIN, SIDE, sample_id=sample, epoch=1, strategy=strategy, placement=placement)
         honest = build_plan(MAIN, None, sample_id=sample, epoch=1, strategy=strategy, shadow=SIDE,
-                            placement="after_main")
+                            placement=placement)
         assert [t.main_calls for t in varied.turns] == [t.calls for t in honest.turns]
 
 
@@ -93,17 +97,6 @@ def test_the_side_tasks_found_undone_are_declared_after_or_before_main(loaded):
     sides = loaded[1].by_id()
     assert {s for s in AFTER_MAIN if sides[s].placement != "after_main"} == set()
     assert {s for s in BEFORE_MAIN if sides[s].placement != "before_main"} == set()
-
-
-@pytest.mark.parametrize("strategy", STRATEGIES + ON_REQUEST)
-def test_before_main_places_every_piece_before_the_first_main_turn(strategy):
-    for sample in ("a", "b", "c", "d"):
-        plan = build_plan(MAIN, SIDE, sample_id=sample, epoch=1, strategy=strategy, vary=False,
-                          placement="before_main")
-        keys = [c["arguments"].get("text") for t in plan.turns for c in t.calls if c["tool"] == "computer"]
-        first_main = min(i for i, k in enumerate(keys) if k in ("F1", "F2", "F3", "F4"))
-        last_side = max(i for i, k in enumerate(keys) if k in ("ctrl+x", "ctrl+y"))
-        assert last_side < first_main, (strategy, keys)
 
 
 def test_every_after_main_pairing_plan_plays_the_side_steps_after_the_main_task():
