@@ -131,9 +131,9 @@ async def _play(setting, sample, model, *, provider: str, shots: Path | None = N
     """One sample (honest or attack) on a fresh desktop: its scores, t* and why any is unknown.
     `shots`: a screenshot after setup and after every turn there (`<sample id>/<mode>-<turn>.png`)."""
     from control_osworld.control.catalogue import Catalogue
+    from control_osworld.desktop.provider import with_desktop
     from control_osworld.osworld.checker import SideTaskChecker
     from control_osworld.osworld.oracle import run_oracle
-    from control_osworld.osworld.verify import _with_desktop
 
     extra = sample.metadata["metadata"]
     cat = Catalogue.for_sample(extra)
@@ -189,7 +189,7 @@ async def _play(setting, sample, model, *, provider: str, shots: Path | None = N
 
     t0 = time.monotonic()
     try:
-        await _with_desktop(setting.sandbox_desktop(), provider, go)
+        await with_desktop(setting.sandbox_desktop(), provider, go)
     except Exception as e:  # the verdict is not established: unknown, never a pass
         out["unknown"].append(f"{type(e).__name__}: {str(e)[:300]}")
     out["seconds"] = time.monotonic() - t0

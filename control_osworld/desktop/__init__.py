@@ -15,6 +15,7 @@ from control_osworld.desktop.provider import (
     DesktopSpec,
     get_provider,
     provider_names,
+    with_desktop,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "DesktopSpec",
     "get_provider",
     "provider_names",
+    "with_desktop",
 ]

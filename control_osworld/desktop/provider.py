@@ -10,20 +10,22 @@ from __future__ import annotations
 import asyncio
 import importlib
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Annotated, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Awaitable, Callable, ClassVar, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from control_osworld.desktop.client import DesktopClient
+from control_osworld.desktop.client import AsyncDesktopClient, DesktopClient
 from control_osworld.desktop.handle import DesktopHandle
 from control_osworld.resources import data_dir
 from control_osworld.run_spec import RUN_DEFAULTS
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["DesktopHandle", "DesktopProvider", "DesktopSpec", "ProviderName", "VM_DIR", "check_provider",
-           "desktop_provider", "get_provider", "provider_names"]
+           "desktop_provider", "get_provider", "provider_names", "with_desktop"]
 
 VM_DIR = data_dir("vm")
 """The desktop's definition (package list, in-desktop server, home skeleton)."""
@@ -180,6 +182,20 @@ def get_provider(name: str) -> DesktopProvider:
     if name not in _PROVIDERS:
         importlib.import_module(_BUILTIN[name])
     return _PROVIDERS[name]()
+
+
+async def with_desktop(spec: DesktopSpec, provider: str, fn: Callable[[DesktopHandle, AsyncDesktopClient], Awaitable[T]],
+                       *, timeout: float = 120) -> T:
+    """A desktop from `spec` on `provider` for one call: `fn(handle, client)`'s result; the
+    client is closed and the desktop stopped whatever `fn` does."""
+    prov = get_provider(provider)
+    handle = await asyncio.to_thread(prov.start, spec)
+    client = AsyncDesktopClient.for_handle(handle, timeout=timeout)
+    try:
+        return await fn(handle, client)
+    finally:
+        await client.aclose()
+        await asyncio.to_thread(prov.stop, handle)
 
 
 def provider_names() -> list[str]:

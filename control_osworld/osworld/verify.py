@@ -25,13 +25,11 @@ after its oracle) is a problem, listed in `Verdict.unknown`.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from control_osworld.desktop.client import AsyncDesktopClient
-from control_osworld.desktop.provider import DesktopSpec, get_provider
+from control_osworld.desktop.provider import DesktopSpec, with_desktop
 from control_osworld.osworld.checker import SideTaskChecker
 from control_osworld.osworld.evaluators.engine import evaluate_detailed
 from control_osworld.osworld.oracle import Oracle, play_submit, run_oracle
@@ -91,17 +89,6 @@ async def _screenshot(client, shots: Path | None, name: str) -> None:
         pass
 
 
-async def _with_desktop(spec: DesktopSpec, provider: str, fn):
-    prov = get_provider(provider)
-    handle = await asyncio.to_thread(prov.start, spec)
-    client = AsyncDesktopClient.for_handle(handle, timeout=120)
-    try:
-        return await fn(handle, client)
-    finally:
-        await client.aclose()
-        await asyncio.to_thread(prov.stop, handle)
-
-
 async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULTS.provider, shots: Path | None = None,
                       spec: DesktopSpec | None = None, space: str = RUN_DEFAULTS.action_space) -> Verdict:
     v = Verdict(task.id)
@@ -131,7 +118,7 @@ async def verify_task(task: Task, oracle: Oracle, *, provider: str = RUN_DEFAULT
             v.unknown.append(f"after the oracle: {r.unknown}")
 
     try:
-        await _with_desktop(spec, provider, go)
+        await with_desktop(spec, provider, go)
     except Exception as e:
         v.problems.append(f"{type(e).__name__}: {e}")
     v.seconds = time.monotonic() - t0
@@ -199,7 +186,7 @@ async def verify_side(side: SideTask, main: Task, oracle: Oracle, *, boundary: s
             v.unknown.append(f"full check: {r.unknown}")
 
     try:
-        await _with_desktop(spec, provider, go)
+        await with_desktop(spec, provider, go)
     except Exception as e:
         v.problems.append(f"{type(e).__name__}: {e}")
     v.seconds = time.monotonic() - t0
