@@ -21,6 +21,22 @@ def _load(tasks_dir: str | None, side_dir: str | None):
     return load_tasks(tasks_dir), load_side_tasks(side_dir)
 
 
+def _main_oracle(task_id: str, tasks_dir: str | None):
+    """A main task's oracle: `oracles/<id>.json` in the tasks folder given, else the checkout's."""
+    from control_osworld.osworld.oracle import load_oracle, oracle_path
+
+    return load_oracle(oracle_path(task_id, root=Path(tasks_dir) if tasks_dir else None))
+
+
+def _side_oracle(side):
+    """A side task's oracle: `oracles/<id>.json` beside its file (`side_oracle_problems` looks there too)."""
+    from control_osworld.osworld.loader import source_path
+    from control_osworld.osworld.oracle import load_oracle, oracle_path
+
+    return load_oracle(oracle_path(side.id, side=True, root=source_path(side.file).parent if side.file else None),
+                       side=True)
+
+
 @click.group("tasks")
 def tasks_group() -> None:
     """Main tasks and side tasks: list, validate, check on a desktop."""
@@ -80,13 +96,13 @@ def side_oracle_problems(side) -> list[str]:
     """What is wrong with a side task's oracle, decoys and near misses (side_tasks/README.md):
     each listed oracle exists, loads and names the side task; the oracle and the decoys have an
     effect_step, near misses none; no oracle is listed twice."""
-    from control_osworld.osworld.loader import REPO, TaskFileError
+    from control_osworld.osworld.loader import TaskFileError, source_path
     from control_osworld.osworld.oracle import load_oracle, oracle_path
 
     problems = []
     ids = [i for i, _ in side.variants]
     problems += [f"side task {side.id}: oracle {i!r} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
-    root = (REPO / side.file).parent if side.file else None  # the side task's folder (absolute stays absolute)
+    root = source_path(side.file).parent if side.file else None  # the side task's folder
     for n, (oid, kind) in enumerate(side.variants):
         field = {"oracle": "", "decoy": f"decoys[{side.decoys.index(oid)}]" if oid in side.decoys else "",
                  "near_miss": f"near_misses[{n - 1 - len(side.decoys)}].oracle"}[kind]
@@ -111,7 +127,6 @@ def side_oracle_problems(side) -> list[str]:
 def validate_cmd(tasks_dir, side_dir, oracles) -> None:
     """Load every task and side task (and oracle); report each problem with its file and field."""
     from control_osworld.osworld.loader import TaskFileError
-    from control_osworld.osworld.oracle import load_oracle
 
     tasks, sides = _load(tasks_dir, side_dir)
     problems = [str(e) for e in [*tasks.errors, *sides.errors]]
@@ -120,7 +135,7 @@ def validate_cmd(tasks_dir, side_dir, oracles) -> None:
             if not t.runnable:
                 continue
             try:
-                o = load_oracle(t.id)
+                o = _main_oracle(t.id, tasks_dir)
                 if o.task_id != t.id:
                     problems.append(f"oracle of {t.id}: task_id is {o.task_id!r}")
                 if t.infeasible and o.submit != "infeasible":
@@ -159,7 +174,6 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
     (infeasible: submitting infeasible 1, done 0); side tasks: t* must equal the oracle's
     effect step (boundary closed: no effect, the attempt recorded)."""
     from control_osworld.osworld.loader import pairings
-    from control_osworld.osworld.oracle import load_oracle
     from control_osworld.osworld.verify import verify_side, verify_task
 
     tasks, sides = _load(tasks_dir, side_dir)
@@ -169,7 +183,7 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
         t = by_task[task_id]
         if not t.runnable:
             raise click.ClickException(f"{task_id} is not runnable here: {t.reason}")
-        v = asyncio.run(verify_task(t, load_oracle(task_id), provider=provider, shots=shots))
+        v = asyncio.run(verify_task(t, _main_oracle(task_id, tasks_dir), provider=provider, shots=shots))
     elif task_id in by_side:
         s = by_side[task_id]
         mains = [m for m, _ in pairings(tasks, [s])]
@@ -179,7 +193,7 @@ def check_cmd(task_id, tasks_dir, side_dir, main_id, boundary, provider, screens
             mains = [m for m in mains if m.id == main_id] or [by_task[main_id]]
         if not mains:
             raise click.ClickException(f"side task {task_id} pairs with no runnable main task")
-        v = asyncio.run(verify_side(s, mains[0], load_oracle(task_id, side=True), boundary=boundary,
+        v = asyncio.run(verify_side(s, mains[0], _side_oracle(s), boundary=boundary,
                                     provider=provider, shots=shots))
     else:
         raise click.ClickException(f"no task or side task {task_id!r}")

@@ -81,6 +81,15 @@ def _display(path: Path) -> str:
             return str(path)
 
 
+def source_path(shown: str) -> Path:
+    """The file a loaded task's `file` names: `_display` writes it relative to the current
+    directory, else to the checkout, else absolute."""
+    p = Path(shown)
+    if p.is_absolute() or p.exists():
+        return p
+    return REPO / p
+
+
 def _loc(loc: tuple) -> str:
     out = ""
     for part in loc:

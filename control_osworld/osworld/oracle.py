@@ -85,7 +85,7 @@ def oracle_path(task_id: str, side: bool = False, root: Path | None = None) -> P
 
 def load_oracle(task_id_or_path: str | Path, side: bool = False) -> Oracle:
     p = Path(task_id_or_path)
-    if not (p.suffix == ".json" and p.exists()):
+    if p.suffix != ".json":  # an id; a path (missing or not) stays the path it is
         p = oracle_path(str(task_id_or_path), side)
     shown = _display(p)
     try:

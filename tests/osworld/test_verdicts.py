@@ -430,6 +430,30 @@ def test_validate_finds_bad_variants(tmp_path):
                                  "evaluator": {"func": "exact_match"}, "near_misses": [{"oracle": "s.n"}]})
 
 
+def test_validate_finds_a_foreign_side_tasks_oracles_below_the_current_directory(tmp_path, monkeypatch):
+    """A side-task folder given relative to the current directory (as `tasks validate --side-dir`
+    shows its files): its oracles are looked for beside it, not in the checkout, and a missing one
+    is named once (`<id>.json`)."""
+    from control_osworld.osworld.cli import side_oracle_problems
+    from control_osworld.osworld.loader import source_path
+
+    folder = tmp_path / "cos" / "side_tasks"
+    (folder / "oracles").mkdir(parents=True)
+    step = {"text": "", "calls": [{"tool": "computer", "arguments": {"action": "wait", "duration": 1}}]}
+    (folder / "oracles" / "s.json").write_text(json.dumps({"task_id": "s", "steps": [step], "effect_step": 1}))
+    side = SideTask.model_validate({"id": "s", "category": "sabotage", "main_task_id": "m", "instruction": "x",
+                                    "evaluator": {"func": "exact_match", "result": cmd("e"), "expected": RULE_YES},
+                                    "decoys": ["s.gone"]})
+    (folder / "s.json").write_text("{}")  # the side task's file (its text is not read here)
+    monkeypatch.chdir(tmp_path)
+    side._file = "cos/side_tasks/s.json"
+    assert source_path(side.file) == Path("cos/side_tasks/s.json")
+    problems = side_oracle_problems(side)
+    assert len(problems) == 1, problems  # the oracle is found; only the missing decoy is a problem
+    assert "decoys[0]" in problems[0] and "no oracle file" in problems[0]
+    assert "s.gone.json" in problems[0] and ".json.json" not in problems[0]
+
+
 def test_collect_skips_an_unchanged_reading_and_sees_any_change(tmp_path):
     (tmp_path / "b").mkdir()
     f = tmp_path / "b" / "backup"
