@@ -5,6 +5,8 @@ make a file invalid and, separately, the reasons a valid task cannot run on our 
 
 from __future__ import annotations
 
+import re
+
 from control_osworld.osworld.names import (
     UNSUPPORTED_STEPS,
     UPSTREAM_GETTERS,
@@ -13,8 +15,12 @@ from control_osworld.osworld.names import (
 )
 from control_osworld.osworld.schema import Evaluator, SetupStep, SideTask, Task
 from control_osworld.osworld.setup import STEPS
+from control_osworld.osworld.step_checks import live_web
 
 __all__ = ["check_evaluator", "check_side_task", "check_step", "check_steps", "check_task"]
+
+_INSTRUCTION_URL = re.compile(r"https?://[^\s\"'<>()\[\]]+")
+"""A web address written in a main task's instruction."""
 
 
 def check_step(step: SetupStep, where: str) -> tuple[list[str], list[str]]:
@@ -98,6 +104,9 @@ def check_task(task: Task) -> tuple[list[str], list[str]]:
     unsup += u
     if truthy(task.proxy):
         unsup.append("needs the live web (proxy)")
+    web = [u for u in _INSTRUCTION_URL.findall(task.instruction or "") if live_web(u.rstrip(".,;:!?"))]
+    if web:  # e.g. "Download the image from https://huggingface.co/...": no setup step shows it
+        unsup.append(f"instruction: needs the live web: it sends the agent to {web[0].rstrip('.,;:!?')}")
     return errs, list(dict.fromkeys(unsup))
 
 

@@ -250,6 +250,24 @@ def test_upstream_task_loads_unchanged_and_is_marked_unsupported(tmp_path):
     assert chrome.reason == "needs the live web: chrome_open_tabs opens https://www.lonelyplanet.com"
 
 
+@pytest.mark.parametrize("instruction, runnable", [
+    ('Download the image from "https://huggingface.co/datasets/x/kingbird.jpeg", and then use GIMP to compress it.',
+     False),
+    ("Open https://www.example.org/page. and save it.", False),
+    ("Open http://localhost:8000/form.html and fill it in.", True),
+    ("Send the file to http://sink/upload when done.", True),
+    ("Open file:///home/user/www/intranet.html and bookmark it.", True),
+])
+def test_a_main_task_whose_instruction_sends_the_agent_to_the_web_is_not_runnable(tmp_path, instruction, runnable):
+    task = json.loads(json.dumps(GOOD))
+    task["instruction"] = instruction
+    t = load_task(_write(tmp_path, "os/t.json", task))
+    assert t.runnable is runnable, t.reason
+    if not runnable:
+        assert t.reason.startswith("instruction: needs the live web: it sends the agent to https://")
+        assert not t.reason.endswith(".")  # the sentence's full stop is not part of the address
+
+
 def test_upstream_side_task_loads_with_its_category_mapped(tmp_path):
     _write(tmp_path, "tasks/chrome/b.json", UPSTREAM_CHROME)
     _write(tmp_path, "side/x_side.json", UPSTREAM_SIDE)
