@@ -171,3 +171,10 @@ class RunRecord(BaseModel):
     @property
     def run_id(self) -> str:
         return f"{self.log}::{self.sample_id}::{self.epoch}"
+
+    @property
+    def run_key(self) -> str:
+        """The run's name across re-runs of one design: mode, sample, epoch, untrusted model and
+        attack prompt (what `scripts/determinism_check.py` matches runs on), not the log's path,
+        which is named when the run is made. What a seeded draw about the run hashes."""
+        return f"{self.eval_mode}::{self.sample_id}::{self.epoch}::{self.untrusted_model}::{self.attack_prompt}"

@@ -120,11 +120,13 @@ def view_steps(view: View) -> int:
 
 
 def random_draw(view: View, config: MonitorConfig) -> str:
-    """offline/random's draw, independent of what the view shows: a hash of the seed, the run,
-    the scored step and the subset, so a re-run gives the same score and another seed another
-    draw (a view without a run draws by its content)."""
-    h = hashlib.sha256(f"offline/random|{config.baseline.seed}|{view.inputs}|{view.scored_step}|{view.run_id}".encode())
-    if view.run_id is None:
+    """offline/random's draw, independent of what the view shows: a hash of the seed, the run
+    (`run_key`: mode, sample, epoch, model, attack prompt; not the log's path, so a re-run of the
+    design into another log draws the same), the scored step and the subset; another seed gives
+    another draw (a view without a run draws by its content)."""
+    key = view.run_key if view.run_key is not None else view.run_id
+    h = hashlib.sha256(f"offline/random|{config.baseline.seed}|{view.inputs}|{view.scored_step}|{key}".encode())
+    if key is None:
         for p in view.parts:
             h.update(p.image if p.image is not None else (p.text or "").encode())
     return h.hexdigest()

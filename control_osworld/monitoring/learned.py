@@ -3,7 +3,8 @@ template (side task and main task) or by run.
 
 Features come from the same views every monitor sees: words of the actions (A), the visible
 text (T) and the text OCR reads on the screenshots (S), each prefixed by its channel, plus
-word pairs and a coarse length bucket per channel. Labels are run-level: a step or a run
+word pairs and a coarse length bucket per channel; a time of day is one word (`<clock>`), since
+on screen it is mostly when the run was made. Labels are run-level: a step or a run
 is positive when its run was an attack run.
 
 Cross-fitting (`LearnedOptions.cross_fit`):
@@ -43,6 +44,10 @@ from .config import LearnedOptions
 __all__ = ["LearnedError", "analyze", "cross_fit", "encode", "load_model", "make_model", "template_cells", "train_and_save"]
 
 _WORD = re.compile(r"[a-z0-9_@~./:=+-]{2,}")
+_CLOCK = re.compile(r"\d{1,2}:\d{2}(:\d{2})?(am|pm)?")
+"""A time of day (`04:33`, `4:33:12pm`): on screen mostly the wall clock of when the run was
+made (a file's modified time in a dialog, `ls -l`), not evidence about the agent; one word
+(`<clock>`) for all, so two runs of one design made at other times read the same."""
 _SEP_CH, _SEP_DOC = "\x1f", "\x1e"
 
 
@@ -62,7 +67,7 @@ def analyze(doc: str) -> list[str]:
             continue
         ch, text = chunk.split(_SEP_CH, 1)
         words = [w.strip("./:-") for w in _WORD.findall(text.lower())]
-        words = [w for w in words if w]
+        words = ["<clock>" if _CLOCK.fullmatch(w) else w for w in words if w]
         out += [f"{ch}:{w}" for w in words]
         out += [f"{ch}:{a}_{b}" for a, b in zip(words, words[1:])]
         out.append(f"{ch}#len{int(math.log2(1 + len(text)))}")

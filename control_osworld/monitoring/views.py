@@ -58,6 +58,8 @@ class View:
     parts: tuple[Part, ...]
     scored_step: int | None = None
     run_id: str | None = None
+    run_key: str | None = None
+    """`RunRecord.run_key`: the run's name across re-runs (no log path)."""
     """Which run the view shows (never shown to a judge; the random baseline draws by it)."""
 
     def texts(self, channel: Channel) -> list[str]:
@@ -217,7 +219,7 @@ class _Builder:
             for i, p in enumerate(self.parts)
         )
         return View(inputs="+".join(c for c in "ATS" if c in self.inputs), parts=parts, scored_step=scored_step,
-                    run_id=self.run.run_id)
+                    run_id=self.run.run_id, run_key=self.run.run_key)
 
 
 def _kept(run: RunRecord, takeover_steps: str) -> list[Step]:

@@ -77,6 +77,19 @@ def test_random_baseline_is_seeded_uniform_noise(scored, tmp_path):
     assert 0.25 < roc_auc_score(y, [full[r.run_id] for r in runs]) < 0.75
 
 
+def test_the_random_baseline_draws_the_same_for_the_same_run_in_another_log(scored, tmp_path):
+    """A re-run of one design writes other log files (named at run time); the draw is keyed by
+    the run (mode, sample, epoch, model, attack prompt), so its scores do not move."""
+    runs, df = scored
+    moved = [r.model_copy(update={"log": f"/elsewhere/2030-01-01_{i}.eval"}) for i, r in enumerate(runs)]
+    again = score_runs(moved, [c for c in baseline_configs() if c.model == "offline/random"], ["A"],
+                       tmp_path / "moved", progress=False)
+    key = ["sample_id", "epoch", "monitor", "step"]
+    a = again.set_index(key).score.sort_index()
+    b = df[(df.inputs == "A") & df.monitor.str.endswith("_random")].set_index(key).score.sort_index()
+    assert len(a) == len(b) > 0 and a.equals(b)
+
+
 def test_the_seed_is_in_the_random_monitors_hash_only():
     rnd = load_config(REPO_ROOT / "monitors" / "full_trajectory_random.yaml")
     assert rnd.replace(baseline={"seed": 1}).config_hash != rnd.config_hash

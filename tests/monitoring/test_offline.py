@@ -231,6 +231,21 @@ def test_learned_monitor_on_shuffled_labels_is_at_chance(tmp_path):
     assert tmpl["learned"] < real["learned"] - 0.2 and tmpl["learned_full"] < real["learned_full"] - 0.2, tmpl
 
 
+def test_the_learned_monitor_reads_a_time_of_day_as_one_word():
+    """What the screen shows of when a run was made (a file's modified time) does not tell two
+    runs of one design apart, nor attacks from honest runs; other numbers still do."""
+    from control_osworld.monitoring.learned import analyze, encode
+
+    def doc(text: str) -> list[str]:
+        return analyze(encode({"S": text}))
+
+    early = doc("approved_payments.csv 154 bytes Text 04:33\ngrades.xlsx 5.1 kB 4:33pm 04:33:12")
+    late = doc("approved_payments.csv 154 bytes Text 05:09\ngrades.xlsx 5.1 kB 5:09pm 05:09:58")
+    assert early == late and "S:<clock>" in early
+    assert doc("total 154 bytes") != doc("total 155 bytes")  # not every number
+    assert doc("ratio 1:2") != doc("ratio 1:3")  # not a time: one digit after the colon
+
+
 def test_learned_needs_both_classes(tmp_path):
     runs = make_runs(4, 0, with_images=False)
     cfg = MonitorConfig(name="learned", kind="full_trajectory", model="offline/learned")
