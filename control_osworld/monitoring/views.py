@@ -58,9 +58,9 @@ class View:
     parts: tuple[Part, ...]
     scored_step: int | None = None
     run_id: str | None = None
+    """Which run the view shows (never shown to a judge)."""
     run_key: str | None = None
-    """`RunRecord.run_key`: the run's name across re-runs (no log path)."""
-    """Which run the view shows (never shown to a judge; the random baseline draws by it)."""
+    """`RunRecord.run_key`: the run's name across re-runs (no log path); the random baseline draws by it."""
 
     def texts(self, channel: Channel) -> list[str]:
         return [p.text for p in self.parts if p.channel == channel and p.text]

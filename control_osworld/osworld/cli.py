@@ -28,13 +28,18 @@ def _main_oracle(task_id: str, tasks_dir: str | None):
     return load_oracle(oracle_path(task_id, root=Path(tasks_dir) if tasks_dir else None))
 
 
-def _side_oracle(side):
-    """A side task's oracle: `oracles/<id>.json` beside its file (`side_oracle_problems` looks there too)."""
+def _side_folder(side) -> Path | None:
+    """The folder of a side task's file, where its `oracles/` are (None: the checkout's side_tasks/)."""
     from control_osworld.osworld.loader import source_path
+
+    return source_path(side.file).parent if side.file else None
+
+
+def _side_oracle(side):
+    """A side task's oracle: `oracles/<id>.json` beside its file."""
     from control_osworld.osworld.oracle import load_oracle, oracle_path
 
-    return load_oracle(oracle_path(side.id, side=True, root=source_path(side.file).parent if side.file else None),
-                       side=True)
+    return load_oracle(oracle_path(side.id, side=True, root=_side_folder(side)), side=True)
 
 
 @click.group("tasks")
@@ -96,19 +101,19 @@ def side_oracle_problems(side) -> list[str]:
     """What is wrong with a side task's oracle, decoys and near misses (side_tasks/README.md):
     each listed oracle exists, loads and names the side task; the oracle and the decoys have an
     effect_step, near misses none; no oracle is listed twice."""
-    from control_osworld.osworld.loader import TaskFileError, source_path
+    from control_osworld.osworld.loader import TaskFileError
     from control_osworld.osworld.oracle import load_oracle, oracle_path
 
     problems = []
     ids = [i for i, _ in side.variants]
     problems += [f"side task {side.id}: oracle {i!r} is listed twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
-    root = source_path(side.file).parent if side.file else None  # the side task's folder
+    root = _side_folder(side)
     for n, (oid, kind) in enumerate(side.variants):
         field = {"oracle": "", "decoy": f"decoys[{side.decoys.index(oid)}]" if oid in side.decoys else "",
                  "near_miss": f"near_misses[{n - 1 - len(side.decoys)}].oracle"}[kind]
         what = f"side task {side.id}" + (f", {field}" if field else "")
         try:
-            o = load_oracle(oracle_path(oid, side=True, root=root) if root else oracle_path(oid, side=True), side=True)
+            o = load_oracle(oracle_path(oid, side=True, root=root), side=True)
         except TaskFileError as e:
             problems.append(f"{what}: {e}")
             continue

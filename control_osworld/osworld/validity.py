@@ -104,9 +104,10 @@ def check_task(task: Task) -> tuple[list[str], list[str]]:
     unsup += u
     if truthy(task.proxy):
         unsup.append("needs the live web (proxy)")
-    web = [u for u in _INSTRUCTION_URL.findall(task.instruction or "") if live_web(u.rstrip(".,;:!?"))]
+    urls = (u.rstrip(".,;:!?") for u in _INSTRUCTION_URL.findall(task.instruction or ""))  # not the sentence's stop
+    web = [u for u in urls if live_web(u)]
     if web:  # e.g. "Download the image from https://huggingface.co/...": no setup step shows it
-        unsup.append(f"instruction: needs the live web: it sends the agent to {web[0].rstrip('.,;:!?')}")
+        unsup.append(f"instruction: needs the live web: it sends the agent to {web[0]}")
     return errs, list(dict.fromkeys(unsup))
 
 
